@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs what fleet-decode needs on a fresh Debian machine: system packages (sshd for the SSH
+# tests, hipcc for the AMD compile check) and the Python project with its test extra.
+# The CPU torch wheel is installed first so that the project's torch range resolves to it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+  need=()
+  command -v sshd >/dev/null || [ -x /usr/sbin/sshd ] || need+=(openssh-server)
+  command -v hipcc >/dev/null || need+=(hipcc)
+  if [ ${#need[@]} -gt 0 ]; then
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  fi
+fi
+python3 -m pip install -q torch==2.13.0
+python3 -m pip install -q -e '.[test]'
