@@ -1,0 +1,104 @@
+"""bench: milliseconds per decode token (P50/P95 over steps >= 2), tokens/s, weight bytes read per
+token, achieved bandwidth against a measured copy bandwidth (the floor), and baselines timed in the
+same run: the pure-torch reference decode and HF eager. On a sim host the simulator is not timed
+(its speed means nothing); only the CPU baselines are, and the evidence says so.
+
+  PYTHONPATH=src python3 remote/bench.py --host cpu --params '{"backend": "sim", "model": "tiny", "prompt_tokens": 64, "decode_tokens": 4}' --out /tmp/bench.json
+"""
+import statistics
+import time
+
+import torch
+
+from fleet_decode.pipeline import backends
+from fleet_decode.pipeline.evidence import Milestone, milestone_args, require
+
+
+def synchronize():
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def weight_bytes_per_token(model) -> int:
+    """Bytes of weights one decode token reads: every tensor once, routed experts at top_k/E, and
+    a single row of the embedding."""
+    cfg = model.config
+    total = 0
+    for name, p in model.named_parameters():
+        nbytes = p.numel() * p.element_size()
+        if "embed_tokens" in name:
+            nbytes = p.shape[-1] * p.element_size()
+        elif ".mlp.experts." in name:
+            nbytes = nbytes * cfg.num_experts_per_tok // cfg.n_routed_experts
+        total += nbytes
+    return total
+
+
+def copy_bandwidth(device: str, nbytes: int) -> float:
+    """Bytes per second of a device copy, counting read + write."""
+    src = torch.empty(nbytes // 4, dtype=torch.float32, device=device)
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    synchronize()
+    start = time.perf_counter()
+    for _ in range(5):
+        dst.copy_(src)
+    synchronize()
+    return 2 * nbytes * 5 / (time.perf_counter() - start)
+
+
+def step_summary(seconds: list[float], bytes_per_token: int) -> dict:
+    steady = seconds[1:] if len(seconds) > 1 else seconds  # step 1 carries warm-up
+    p50 = statistics.median(steady)
+    p95 = statistics.quantiles(steady, n=20)[-1] if len(steady) > 1 else steady[0]
+    return {"ms_per_token": [s * 1e3 for s in seconds], "p50_ms": p50 * 1e3, "p95_ms": p95 * 1e3,
+            "tokens_per_s": 1 / p50, "achieved_bytes_per_s": bytes_per_token / p50}
+
+
+args = milestone_args(__doc__).parse_args()
+with Milestone("bench", "bench", "bench/bench.json", args) as m:
+    model_api = require("fleet_decode.model", "bench")
+    backend = backends.get(m.params)
+    model = m.load_model()
+    device = m.device()
+    prompt = model_api.prompt_ids(m.params["prompt_tokens"])
+    n = m.params["decode_tokens"]
+    bytes_per_token = weight_bytes_per_token(model)
+    bandwidth = copy_bandwidth(device, 1 << (30 if device == "cuda" else 28))
+    floor_ms = bytes_per_token / bandwidth * 1e3
+
+    reference = model_api.Reference(model)
+    token = int(reference.prefill(prompt).argmax())
+    ref_seconds = []
+    for _ in range(n):
+        synchronize()
+        start = time.perf_counter()
+        token = int(reference.step(token).argmax())
+        synchronize()
+        ref_seconds.append(time.perf_counter() - start)
+
+    # hf_decode includes the prefill, so one HF step is the difference of two runs.
+    hf_runs = {}
+    for steps in (1, n + 1):
+        synchronize()
+        start = time.perf_counter()
+        model_api.hf_decode(model, prompt, steps)
+        synchronize()
+        hf_runs[steps] = time.perf_counter() - start
+    hf_ms = (hf_runs[n + 1] - hf_runs[1]) / n * 1e3
+
+    runs = {"reference": step_summary(ref_seconds, bytes_per_token),
+            "hf_eager": {"mean_ms": hf_ms, "tokens_per_s": 1e3 / hf_ms}}
+    if backend.name == "gpu":
+        ours = backend.decode(model, prompt, n)
+        per_step = list(getattr(ours, "step_seconds", None) or [ours.seconds / n] * n)
+        runs["megakernel"] = step_summary(per_step, bytes_per_token)
+    timed = "megakernel" if backend.name == "gpu" else "reference"
+    m.metrics.update(
+        backend=backend.name, device=device, decode_tokens=n, bytes_per_token=bytes_per_token,
+        copy_bandwidth_bytes_per_s=bandwidth, floor_ms=floor_ms, timed=timed, runs=runs,
+        percent_of_floor=100 * floor_ms / runs[timed]["p50_ms"],
+        note=None if backend.name == "gpu" else
+        "sim host: the simulator is not timed; these are CPU timings of the reference and HF eager",
+    )
+    m.gate("decode_steps_timed", len(ref_seconds), "==", n)

@@ -1,0 +1,18 @@
+"""M1 kernels: every task kind alone vs a torch reference at the model's shapes (max abs/rel error).
+
+  PYTHONPATH=src python3 remote/m1_kernels.py --host cpu --params '{"backend": "sim", "model": "tiny", "gates": {"rel_err_max": 1e-4}}' --out /tmp/kernels.json
+"""
+from fleet_decode.pipeline import backends
+from fleet_decode.pipeline.evidence import Milestone, milestone_args
+
+args = milestone_args(__doc__).parse_args()
+with Milestone("m1", "M1", "m1/kernels.json", args) as m:
+    backend = backends.get(m.params)
+    model = m.load_model()
+    kinds = backend.check_task_kinds(model)
+    m.metrics["backend"] = backend.name
+    m.metrics["kernels"] = {kind: {k: (list(v) if k == "shape" else float(v)) for k, v in r.items()}
+                            for kind, r in kinds.items()}
+    m.gate("task_kinds_checked", len(kinds), ">", 0)
+    for kind, r in kinds.items():
+        m.gate(f"{kind}.max_rel", float(r["max_rel"]), "<=", m.params["gates"]["rel_err_max"])

@@ -1,0 +1,51 @@
+"""The one place milestones reach the decoder under test.
+
+backend "sim": the CPU simulator running the encoded task graph (fleet_decode.sim).
+backend "gpu": the persistent megakernel (fleet_decode.kernels.megakernel), which offers the same
+four calls. Either fails with one line naming the missing module or function.
+"""
+from dataclasses import dataclass
+
+from fleet_decode.pipeline.evidence import require
+
+MODULES = {"sim": "fleet_decode.sim", "gpu": "fleet_decode.kernels.megakernel"}
+CALLS = ("check_task_kinds", "simulate_layer", "simulate")
+
+
+@dataclass
+class Backend:
+    name: str
+    module: object
+    workers: int
+    schedule: str
+    seed: int
+
+    def _call(self, name):
+        fn = getattr(self.module, name, None)
+        if fn is None:
+            raise SystemExit(f"error: backend {self.name!r}: {self.module.__name__}.{name} is missing")
+        return fn
+
+    def build(self) -> dict:
+        """Builds the kernels (gpu) and returns the build record; the simulator has nothing to build."""
+        if self.name == "sim":
+            return {"backend": "sim", "built": False, "module": self.module.__file__}
+        return self._call("build")()
+
+    def check_task_kinds(self, model) -> dict:
+        return self._call("check_task_kinds")(model, seed=self.seed)
+
+    def layer(self, model, prompt, layer: int):
+        return self._call("simulate_layer")(model, prompt, layer, workers=self.workers,
+                                            schedule=self.schedule, seed=self.seed)
+
+    def decode(self, model, prompt, n_tokens: int):
+        return self._call("simulate")(model, prompt, n_tokens, workers=self.workers,
+                                      schedule=self.schedule, seed=self.seed)
+
+
+def get(params: dict) -> Backend:
+    name = params["backend"]
+    module = require(MODULES[name], f"backend {name!r}")
+    return Backend(name, module, params.get("workers", 8), params.get("schedule", "round-robin"),
+                   params.get("seed", 0))

@@ -1,0 +1,104 @@
+"""Deploy = `git archive` of the committed tree, unpacked on the host into a content-addressed
+directory beside a manifest (commit, dirty flag, sha256 of every file). The host has no .git, so
+evidence reads its provenance from that manifest. A tree with uncommitted changes is refused unless
+`allow_dirty`; then the working tree (as `git stash create` snapshots it) is deployed and the diff's
+hash recorded. Deploying the same tree twice reuses the first copy.
+"""
+import hashlib
+import io
+import json
+import subprocess
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from fleet_decode.pipeline.evidence import MANIFEST
+from fleet_decode.pipeline.transport import Transport, TransportError, q
+
+# Evidence and reports are outputs of the pipeline, not inputs: neither deployed nor "dirt".
+NOT_DEPLOYED = ("results",)
+
+
+class DirtyTree(RuntimeError):
+    pass
+
+
+@dataclass
+class Snapshot:
+    commit: str
+    tree: str
+    dirty: bool
+    diff_sha256: str | None
+    archive: bytes
+    files: dict
+
+    @property
+    def key(self) -> str:
+        return f"{self.commit[:12]}-{self.tree[:12]}" + ("-dirty" if self.dirty else "")
+
+    def manifest(self) -> bytes:
+        doc = {"commit": self.commit, "tree": self.tree, "dirty": self.dirty,
+               "diff_sha256": self.diff_sha256, "files": self.files}
+        return json.dumps(doc, indent=1, sort_keys=True).encode()
+
+
+def _git(repo, *args, binary=False):
+    r = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=not binary)
+    if r.returncode != 0:
+        err = r.stderr.decode() if binary else r.stderr
+        raise DirtyTree(f"git {' '.join(args[:2])} failed in {repo}: {err.strip()}")
+    return r.stdout
+
+
+def snapshot(repo, allow_dirty: bool = False) -> Snapshot:
+    pathspec = ["--", ".", *(f":(exclude){p}" for p in NOT_DEPLOYED)]
+    changes = _git(repo, "status", "--porcelain", "--untracked-files=no", *pathspec).splitlines()
+    commit = _git(repo, "rev-parse", "HEAD").strip()
+    source, diff_sha256 = commit, None
+    if changes:
+        if not allow_dirty:
+            raise DirtyTree(f"refusing to deploy: {len(changes)} uncommitted change(s) in {repo} "
+                            f"(first: {changes[0].strip()}); commit them or set allow_dirty: true")
+        source = _git(repo, "stash", "create").strip()
+        diff_sha256 = hashlib.sha256(_git(repo, "diff", "--binary", "HEAD", *pathspec, binary=True)).hexdigest()
+    tree = _git(repo, "rev-parse", f"{source}^{{tree}}").strip()
+    archive = _git(repo, "archive", "--format=tar", source, *pathspec, binary=True)
+    files = {}
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        for member in tar:
+            if member.isfile():
+                files[member.name] = hashlib.sha256(tar.extractfile(member).read()).hexdigest()
+    return Snapshot(commit, tree, bool(changes), diff_sha256, archive, files)
+
+
+def resolve_workdir(transport: Transport, workdir: str) -> str:
+    """Absolute path of the host's work dir (created if needed); `~/` means the host's home."""
+    path = q(workdir) if not workdir.startswith("~/") else f'"$HOME"/{q(workdir[2:])}'
+    return transport.check(f"mkdir -p {path} && cd {path} && pwd", f"creating work dir {workdir}").strip()
+
+
+def ensure_deployed(transport: Transport, snap: Snapshot, workdir: str, python: str) -> str:
+    """Returns the deployed tree's directory on the host, uploading and unpacking it if needed."""
+    target = f"{workdir}/trees/{snap.key}"
+    if transport.sh(f"test -f {q(target)}/{MANIFEST}").rc == 0:
+        return target
+    incoming = f"{workdir}/incoming/{snap.key}"
+    transport.check(f"mkdir -p {q(incoming)}", "preparing upload")
+    with tempfile.TemporaryDirectory(prefix="fleet-deploy-") as scratch:
+        for name, data in (("tree.tar", snap.archive), ("manifest.json", snap.manifest())):
+            (Path(scratch) / name).write_bytes(data)
+            transport.put(Path(scratch) / name, f"{incoming}/{name}")
+    expected = hashlib.sha256(snap.archive).hexdigest()
+    hash_tar = (f"{q(python)} -c 'import hashlib,sys; "
+                f"print(hashlib.sha256(open(sys.argv[1], \"rb\").read()).hexdigest())' "
+                f"{q(incoming)}/tree.tar")
+    got = transport.check(hash_tar, "hashing the uploaded archive").strip()
+    if got != expected:
+        raise TransportError(f"{transport.name}: uploaded archive sha256 {got} != {expected}; refused")
+    partial = f"{target}.partial"
+    transport.check(f"rm -rf {q(partial)} && mkdir -p {q(partial)} && tar -xf {q(incoming)}/tree.tar "
+                    f"-C {q(partial)} && mv {q(incoming)}/manifest.json {q(partial)}/{MANIFEST} && "
+                    f"mv {q(partial)} {q(target)} && rm -rf {q(incoming)}", f"unpacking {snap.key}")
+    return target
+
