@@ -61,7 +61,7 @@ with Milestone("bench", "bench", "bench/bench.json", args) as m:
     backend = backends.get(m.params)
     model = m.load_model()
     device = m.device()
-    prompt = model_api.prompt_ids(m.params["prompt_tokens"])
+    prompt = m.prompt(model)
     n = m.params["decode_tokens"]
     bytes_per_token = weight_bytes_per_token(model)
     bandwidth = copy_bandwidth(device, 1 << (30 if device == "cuda" else 28))

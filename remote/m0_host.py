@@ -18,9 +18,9 @@ with Milestone("m0_host", "M0", "m0/host.json", args) as m:
         for tool in ("nvcc", "hipcc") if shutil.which(tool)
     }
     model = m.load_model()
-    prompt = model_api.prompt_ids(m.params["prompt_tokens"])
+    prompt = m.prompt(model)
     start = time.perf_counter()
-    tokens, logits, _ = model_api.hf_decode(model, prompt, 1)
+    tokens, logits = model_api.hf_decode(model, prompt, 1)[:2]
     m.metrics["hf_eager_one_step_seconds"] = time.perf_counter() - start
     m.metrics["hf_first_token"] = int(tokens[0])
     m.metrics["parameters"] = sum(p.numel() for p in model.parameters())

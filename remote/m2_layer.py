@@ -5,7 +5,7 @@
 import torch
 
 from fleet_decode.pipeline import backends
-from fleet_decode.pipeline.evidence import Milestone, milestone_args, require
+from fleet_decode.pipeline.evidence import Milestone, milestone_args
 
 parser = milestone_args(__doc__)
 parser.add_argument("--layer", type=int, required=True)
@@ -13,7 +13,7 @@ args = parser.parse_args()
 with Milestone("m2", "M2", f"m2/layer_{args.layer}.json", args) as m:
     backend = backends.get(m.params)
     model = m.load_model()
-    prompt = require("fleet_decode.model", "M2").prompt_ids(m.params["prompt_tokens"])
+    prompt = m.prompt(model)
     out, ref = (torch.as_tensor(t).float() for t in backend.layer(model, prompt, args.layer))
     rel = float((out - ref).norm() / ref.norm().clamp_min(1e-30))
     m.metrics.update(backend=backend.name, layer=args.layer, rel_err=rel,

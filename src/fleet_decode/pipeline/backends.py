@@ -2,7 +2,12 @@
 
 backend "sim": the CPU simulator running the encoded task graph (fleet_decode.sim).
 backend "gpu": the persistent megakernel (fleet_decode.kernels.megakernel), which offers the same
-four calls. Either fails with one line naming the missing module or function.
+calls. Either fails with one line naming the missing module or function.
+
+Decode alignment the milestones rely on: `simulate(model, prompt, n)` runs HF's prefill, then n
+decode steps; step i feeds the previous token (step 0 feeds the prefill's argmax) and yields
+.tokens[i] = argmax(.logits[i]) and .hidden_states[i] (one tensor per layer). That is index i + 1
+of fleet_decode.model.hf_decode, whose index 0 is the prefill.
 """
 from dataclasses import dataclass
 

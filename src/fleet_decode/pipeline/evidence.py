@@ -186,6 +186,11 @@ class Milestone:
         self.model_info["config_sha256"] = model_api.config_sha256(model.config)
         return model
 
+    def prompt(self, model) -> list[int]:
+        """The fixed prompt's first `prompt_tokens` ids, folded into the model's vocab."""
+        model_api = require("fleet_decode.model", f"{self.milestone} (prompt)")
+        return model_api.prompt_ids(self.params["prompt_tokens"], vocab_size=model.config.vocab_size)
+
     def device(self) -> str:
         return "cuda" if self.params.get("backend") == "gpu" else "cpu"
 

@@ -26,9 +26,8 @@ def simulate(hf_model, prompt_ids, n_tokens, workers=8, schedule="round-robin", 
     logits = reference.prefill(prompt_ids)
     tokens, all_logits, hidden = [], [], []
     for _ in range(n_tokens):
-        token = int(logits.argmax())
-        tokens.append(token)
-        logits = reference.step(token)
+        logits = reference.step(int(logits.argmax()))
+        tokens.append(int(logits.argmax()))
         all_logits.append(logits)
         hidden.append([h.clone() for h in reference.hidden_states])
     return SimResult(tokens, all_logits, hidden, {"stand_in": 1}, time.perf_counter() - start)
