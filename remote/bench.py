@@ -94,8 +94,10 @@ with Milestone("bench", "bench", "bench/bench.json", args) as m:
         per_step = list(getattr(ours, "step_seconds", None) or [ours.seconds / n] * n)
         runs["megakernel"] = step_summary(per_step, bytes_per_token)
     timed = "megakernel" if backend.name == "gpu" else "reference"
-    m.metrics.update(
+    m.metrics.update(  # the headline numbers are those of `timed`; every run's are under `runs`
         backend=backend.name, device=device, decode_tokens=n, bytes_per_token=bytes_per_token,
+        p50_ms=runs[timed]["p50_ms"], p95_ms=runs[timed]["p95_ms"],
+        tokens_per_s=runs[timed]["tokens_per_s"], hf_eager_ms=hf_ms,
         copy_bandwidth_bytes_per_s=bandwidth, floor_ms=floor_ms, timed=timed, runs=runs,
         percent_of_floor=100 * floor_ms / runs[timed]["p50_ms"],
         note=None if backend.name == "gpu" else

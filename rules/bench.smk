@@ -3,7 +3,7 @@ rule bench:
     input:
         sources=rule_sources("bench"),
         trigger=trigger("bench/bench.json"),
-        after=ancient(evidence("m4/e2e.json")),
+        after=evidence("m4/e2e.json"),
     output:
         report(evidence("bench/bench.json"), caption="../report_templates/captions/bench.rst",
                category="bench", subcategory="{host}"),

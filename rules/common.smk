@@ -3,8 +3,12 @@
 # Snakemake decides by mtimes, which a fresh clone scrambles and `touch` changes. So every real
 # source is an ancient() input (its mtime never triggers anything) and each evidence file gets one
 # trigger file, rewritten here at parse time: mtime 0 while the evidence's recorded source hashes
-# and host settings match the tree, mtime "now" (so the job reruns) when they do not. The profile
-# (profiles/default) restricts --rerun-triggers to mtime, so only this decides.
+# and host settings match the tree, mtime "now" (so the job reruns) when they do not. Fresh
+# evidence gets back the mtime of when it was made (its envelope's finished_at), so the chain
+# m0_host -> m0_build -> m1 -> m2 -> m3 -> m4 -> bench -> report orders by content, not by checkout:
+# a rerun upstream still reruns what follows it. The profile (profiles/default) restricts
+# --rerun-triggers to mtime, so only this decides.
+import datetime
 import os
 import re
 import sys
@@ -45,12 +49,19 @@ def trigger(rel):
     return f".work/triggers/{{host}}/{rel}.trigger"
 
 
+def _set_mtime(path, stamp):
+    os.utime(path, (stamp, stamp))
+
+
+def _made_at(doc):
+    return datetime.datetime.fromisoformat(doc["finished_at"]).timestamp()
+
+
 def _write_trigger(path, reasons):
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(f"{r}\n" for r in reasons) or "fresh\n")
-    stamp = time.time() if reasons else 0
-    os.utime(path, (stamp, stamp))
+    _set_mtime(path, time.time() if reasons else 0)
 
 
 def _refresh_triggers():
@@ -60,14 +71,20 @@ def _refresh_triggers():
         for rels in EVIDENCE.values():
             for rel in rels:
                 state = evidence_state(f"results/{host}/{rel}", ROOT, params, hashes)
-                _write_trigger(f".work/triggers/{host}/{rel}.trigger",
-                               [] if state.state == "fresh" else state.reasons)
+                fresh = state.state == "fresh"
+                _write_trigger(f".work/triggers/{host}/{rel}.trigger", [] if fresh else state.reasons)
+                if fresh:
+                    _set_mtime(state.path, _made_at(state.doc))
     try:
-        recorded = read_evidence(REPORT_STAMP)["sources"]
-        reasons = changed_sources(recorded, hash_sources(ROOT, "report"))
+        stamp = read_evidence(REPORT_STAMP)
+        reasons = changed_sources(stamp["sources"], hash_sources(ROOT, "report"))
     except InvalidEvidence as error:
         reasons = [str(error)]
     _write_trigger(".work/triggers/report.trigger", reasons)
+    report_outputs = [Path(p) for p in (REPORT_STAMP, "results/REPORT.md", "results/report.html")]
+    if not reasons and all(p.exists() for p in report_outputs):
+        for path in report_outputs:
+            _set_mtime(path, _made_at(stamp))
 
 
 _refresh_triggers()

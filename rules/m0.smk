@@ -14,7 +14,7 @@ rule m0_build:
     input:
         sources=rule_sources("m0_build"),
         trigger=trigger("m0/build.json"),
-        after=ancient(evidence("m0/host.json")),
+        after=evidence("m0/host.json"),
     output:
         report(evidence("m0/build.json"), caption="../report_templates/captions/m0.rst",
                category="M0 host", subcategory="{host}"),

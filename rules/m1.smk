@@ -3,7 +3,7 @@ rule m1:
     input:
         sources=rule_sources("m1"),
         trigger=trigger("m1/kernels.json"),
-        after=ancient(evidence("m0/build.json")),
+        after=evidence("m0/build.json"),
     output:
         report(evidence("m1/kernels.json"), caption="../report_templates/captions/m1.rst",
                category="M1 kernels", subcategory="{host}"),

@@ -3,7 +3,7 @@ rule m2:
     input:
         sources=rule_sources("m2"),
         trigger=trigger("m2/layer_{layer}.json"),
-        after=ancient(evidence("m1/kernels.json")),
+        after=evidence("m1/kernels.json"),
     output:
         report(evidence("m2/layer_{layer}.json"), caption="../report_templates/captions/m2.rst",
                category="M2 layer", subcategory="{host}"),

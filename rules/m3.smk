@@ -3,7 +3,7 @@ rule m3:
     input:
         sources=rule_sources("m3"),
         trigger=trigger("m3/layers.json"),
-        after=ancient([evidence("m2/layer_0.json"), evidence("m2/layer_1.json")]),
+        after=[evidence("m2/layer_0.json"), evidence("m2/layer_1.json")],
     output:
         report(evidence("m3/layers.json"), caption="../report_templates/captions/m3.rst",
                category="M3 step", subcategory="{host}"),

@@ -3,7 +3,7 @@ rule m4:
     input:
         sources=rule_sources("m4"),
         trigger=trigger("m4/e2e.json"),
-        after=ancient(evidence("m3/layers.json")),
+        after=evidence("m3/layers.json"),
     output:
         report(evidence("m4/e2e.json"), caption="../report_templates/captions/m4.rst",
                category="M4 e2e", subcategory="{host}"),
