@@ -94,7 +94,7 @@ def host_entry(**overrides) -> dict:
     return entry
 
 
-def make_repo(path: Path, hosts: dict, targets: list, probe_kernel=True) -> Path:
+def make_repo(path: Path, hosts: dict, targets: list, probe_kernel=True, ssh_config=None) -> Path:
     """A git repo holding the current tree (tracked and untracked-but-not-ignored files), with
     config/config.yaml replaced by a test config, committed."""
     listed = run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO).stdout.split("\0")
@@ -106,11 +106,14 @@ def make_repo(path: Path, hosts: dict, targets: list, probe_kernel=True) -> Path
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     config["hosts"].update(hosts)
     config["targets"] = targets
+    if ssh_config:
+        config["ssh_config"] = str(ssh_config)
     (path / "config" / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     if probe_kernel and not any((path / "hip" / "tasks").glob("*")):
         # The staleness tests edit a task kernel; give them one if the kernels are not merged yet.
         (path / "hip" / "tasks").mkdir(parents=True, exist_ok=True)
         (path / "hip" / "tasks" / "probe_task.cu").write_text("// staleness probe\n")
+    path.mkdir(parents=True, exist_ok=True)
     git(path, "init", "-q", "-b", "main")
     git(path, "add", "-A")
     git(path, "commit", "-q", "-m", "test tree")
@@ -138,3 +141,23 @@ def planned_jobs(dry_run_output: str) -> dict:
                 break
             jobs[fields[0]] = int(fields[1])
     return jobs
+
+
+_built = {}
+
+
+def built_pipeline(tmp_path_factory) -> Path:
+    """One real run of the default workflow (local transport, sim backend, tiny model, small
+    prompt) in a throwaway repo whose evidence is then committed; built once per test session."""
+    if "repo" not in _built:
+        repo = make_repo(tmp_path_factory.mktemp("pipeline") / "repo", {"cpu": host_entry()}, ["cpu"])
+        snakemake(repo, "report")
+        git(repo, "add", "-A", "results")
+        git(repo, "commit", "-q", "-m", "evidence")
+        _built["repo"] = repo
+    return _built["repo"]
+
+
+def fresh_clone(repo: Path, where: Path) -> Path:
+    run(["git", "clone", "-q", str(repo), str(where)])
+    return where
