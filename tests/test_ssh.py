@@ -103,3 +103,27 @@ def test_fetch_checks_sha256_written_on_the_host(ssh, tmp_path):
     with pytest.raises(TransportError, match="sha256 mismatch for fetched .*refused"):
         ssh.fetch_verified(str(remote), tmp_path / "local" / "bad.json")
     assert sorted(p.name for p in (tmp_path / "local").iterdir()) == ["good.json"]
+
+
+def test_whole_workflow_over_ssh_produces_every_evidence_file_and_the_report(sshd, tmp_path):
+    from pipeline_helpers import host_entry, make_repo, snakemake
+
+    from fleet_decode.pipeline.audit import audit
+    from fleet_decode.pipeline.sources import EVIDENCE
+
+    host = host_entry(transport="ssh", ssh_alias="fleet-test", workdir=str(tmp_path / "remote 'work' dir"))
+    repo = make_repo(tmp_path / "laptop", {"gpu-box": host}, ["gpu-box"], ssh_config=sshd.ssh_config)
+    snakemake(repo, "report")
+    expected = sorted(f"results/gpu-box/{rel}" for rels in EVIDENCE.values() for rel in rels)
+    states = audit(repo)
+    assert sorted(str(s.path.relative_to(repo)) for s in states) == expected
+    assert {s.state for s in states} == {"fresh"}
+    assert {s.doc["host"]["name"] for s in states} == {"gpu-box"}
+    assert {s.doc["params"]["backend"] for s in states} == {"sim"}
+    report = (repo / "results" / "REPORT.md").read_text()
+    assert "`results/gpu-box/m4/e2e.json` · rule `m4`" in report
+    html = (repo / "results" / "report.html").read_text()
+    assert "data:image/svg+xml;base64," in html and "results/gpu-box/bench/bench.json" in html
+    runs = list((tmp_path / "remote 'work' dir" / "runs").iterdir())
+    assert len(runs) == len(expected)
+    assert all((run / "exitcode").read_text().strip() == "0" for run in runs)
