@@ -6,6 +6,7 @@ hash recorded. Deploying the same tree twice reuses the first copy.
 """
 import hashlib
 import io
+import secrets
 import json
 import subprocess
 import tarfile
@@ -83,8 +84,9 @@ def ensure_deployed(transport: Transport, snap: Snapshot, workdir: str, python: 
     target = f"{workdir}/trees/{snap.key}"
     if transport.sh(f"test -f {q(target)}/{MANIFEST}").rc == 0:
         return target
-    incoming = f"{workdir}/incoming/{snap.key}"
-    transport.check(f"mkdir -p {q(incoming)}", "preparing upload")
+    # Unique upload and unpack dirs: two jobs may deploy the same tree at once; the first rename wins.
+    incoming = f"{workdir}/incoming/{snap.key}-{secrets.token_hex(4)}"
+    transport.check(f"mkdir -p {q(incoming)} {q(workdir)}/trees", "preparing upload")
     with tempfile.TemporaryDirectory(prefix="fleet-deploy-") as scratch:
         for name, data in (("tree.tar", snap.archive), ("manifest.json", snap.manifest())):
             (Path(scratch) / name).write_bytes(data)
@@ -96,9 +98,10 @@ def ensure_deployed(transport: Transport, snap: Snapshot, workdir: str, python: 
     got = transport.check(hash_tar, "hashing the uploaded archive").strip()
     if got != expected:
         raise TransportError(f"{transport.name}: uploaded archive sha256 {got} != {expected}; refused")
-    partial = f"{target}.partial"
-    transport.check(f"rm -rf {q(partial)} && mkdir -p {q(partial)} && tar -xf {q(incoming)}/tree.tar "
-                    f"-C {q(partial)} && mv {q(incoming)}/manifest.json {q(partial)}/{MANIFEST} && "
-                    f"mv {q(partial)} {q(target)} && rm -rf {q(incoming)}", f"unpacking {snap.key}")
+    partial = f"{incoming}/tree"
+    transport.check(f"mkdir -p {q(partial)} && tar -xf {q(incoming)}/tree.tar -C {q(partial)} && "
+                    f"mv {q(incoming)}/manifest.json {q(partial)}/{MANIFEST} && "
+                    f"{{ mv -T {q(partial)} {q(target)} 2>/dev/null || true; }} && rm -rf {q(incoming)} && "
+                    f"test -f {q(target)}/{MANIFEST}", f"unpacking {snap.key}")
     return target
 

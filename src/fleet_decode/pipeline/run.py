@@ -41,12 +41,14 @@ def run_rule(config: dict, host_name: str, rule: str, output: str, evidence: str
         run_dir = f"{workdir}/runs/{rule}-{stamp}-{secrets.token_hex(3)}"
         remote_out = f"{run_dir}/out/{evidence}"
         env = dict(host.get("env", {}))
-        env["PYTHONPATH"] = "src" + (f":{env['PYTHONPATH']}" if env.get("PYTHONPATH") else "")
+        # The deployed src first, then the config's extra paths, then whatever the host already had
+        # (a GPU host may carry its Python packages on PYTHONPATH).
+        pythonpath = q(":".join(["src", *filter(None, [env.pop("PYTHONPATH", None)])]))
         argv = [host["python"], SCRIPTS[rule], "--host", host_name,
                 "--params", json.dumps(host_params(host), sort_keys=True), "--out", remote_out,
                 *map(str, extra_args)]
-        command = (f"cd {q(tree)} && env " + " ".join(q(f"{k}={v}") for k, v in env.items()) +
-                   " " + " ".join(map(q, argv)))
+        command = (f'cd {q(tree)} && PYTHONPATH={pythonpath}"${{PYTHONPATH:+:$PYTHONPATH}}" env '
+                   + " ".join(q(f"{k}={v}") for k, v in env.items()) + " " + " ".join(map(q, argv)))
         label = f"{host_name} {rule} {evidence}"
         console.print(f"[bold]{label}[/bold]: running on {host_name} in {run_dir}", markup=True)
 

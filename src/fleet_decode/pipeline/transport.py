@@ -72,19 +72,22 @@ class Transport:
              reattach_s: float = REATTACH_WINDOW_S) -> None:
         """Blocks until the run ends; raises TransportError with the log's tail if it failed."""
         deadline, offset, lost_since = time.monotonic() + timeout_s, 0, None
-        probe = (f'echo "$(wc -c < {q(run_dir)}/log 2>/dev/null || echo 0) '
-                 f'$(cat {q(run_dir)}/exitcode 2>/dev/null)"')
+        log, exitcode = f"{q(run_dir)}/log", f"{q(run_dir)}/exitcode"
         while True:
+            # One round trip: "<log size> [<exit code>]", then the log's bytes since the last poll.
+            probe = (f'size=$(wc -c < {log} 2>/dev/null || echo 0); '
+                     f'echo "$size $(cat {exitcode} 2>/dev/null)"; '
+                     f'tail -c +{offset + 1} {log} 2>/dev/null | head -c $((size - {offset}))')
             try:
                 status = self.sh(probe, timeout=30)
-                if status.rc != 0:
+                header, _, chunk = status.stdout.partition("\n")
+                if status.rc != 0 or not header.split():
                     raise TransportError(f"{self.name}: cannot read {run_dir}: {status.stderr.strip()}")
-                size, *code = status.stdout.split()
+                size, *code = header.split()
                 size, code = int(size), "".join(code)
-                if on_log is not None and size > offset:
-                    chunk = self.sh(f"tail -c +{offset + 1} {q(run_dir)}/log | head -c {size - offset}")
-                    on_log(chunk.stdout)
-                    offset = size
+                if on_log is not None and chunk:
+                    on_log(chunk)
+                offset = max(offset, size)
                 lost_since = None
             except ConnectionLost as e:
                 lost_since = lost_since or time.monotonic()
