@@ -93,6 +93,7 @@ with Milestone("bench", "bench", "bench/bench.json", args) as m:
         ours = backend.decode(model, prompt, n)
         per_step = list(getattr(ours, "step_seconds", None) or [ours.seconds / n] * n)
         runs["megakernel"] = step_summary(per_step, bytes_per_token)
+        runs["megakernel"]["launches"] = getattr(ours, "launches", None)
     timed = "megakernel" if backend.name == "gpu" else "reference"
     m.metrics.update(  # the headline numbers are those of `timed`; every run's are under `runs`
         backend=backend.name, device=device, decode_tokens=n, bytes_per_token=bytes_per_token,

@@ -2,7 +2,7 @@
 
 backend "sim": the CPU simulator running the encoded task graph (fleet_decode.sim).
 backend "gpu": the persistent megakernel (fleet_decode.kernels.megakernel), which offers the same
-calls. Either fails with one line naming the missing module or function.
+calls plus `build(arch, compiler) -> {compiler, flags, sha256, registers, spills, ...}`. Either fails with one line naming the missing module or function.
 
 Decode alignment the milestones rely on: `simulate(model, prompt, n)` runs HF's prefill, then n
 decode steps; step i feeds the previous token (step 0 feeds the prefill's argmax) and yields
@@ -24,6 +24,8 @@ class Backend:
     workers: int
     schedule: str
     seed: int
+    arch: str | None
+    compiler: str | None
 
     def _call(self, name):
         fn = getattr(self.module, name, None)
@@ -35,7 +37,7 @@ class Backend:
         """Builds the kernels (gpu) and returns the build record; the simulator has nothing to build."""
         if self.name == "sim":
             return {"backend": "sim", "built": False, "module": self.module.__file__}
-        return self._call("build")()
+        return self._call("build")(arch=self.arch, compiler=self.compiler)
 
     def check_task_kinds(self, model) -> dict:
         return self._call("check_task_kinds")(model, seed=self.seed)
@@ -53,4 +55,4 @@ def get(params: dict) -> Backend:
     name = params["backend"]
     module = require(MODULES[name], f"backend {name!r}")
     return Backend(name, module, params.get("workers", 8), params.get("schedule", "round-robin"),
-                   params.get("seed", 0))
+                   params.get("seed", 0), params.get("arch"), params.get("compiler"))
