@@ -2,7 +2,8 @@
 
 backend "sim": the CPU simulator running the encoded task graph (fleet_decode.sim).
 backend "gpu": the persistent megakernel (fleet_decode.kernels.megakernel), which offers the same
-calls plus `build(arch, compiler) -> {compiler, flags, sha256, registers, spills, ...}`. Either fails with one line naming the missing module or function.
+calls plus `build(arch, compiler) -> {compiler, flags, sha256, registers, spills, ...}`.
+Either fails with one line naming the missing module or function.
 
 Decode alignment the milestones rely on: `simulate(model, prompt, n)` runs HF's prefill, then n
 decode steps; step i feeds the previous token (step 0 feeds the prefill's argmax) and yields
@@ -14,7 +15,6 @@ from dataclasses import dataclass
 from fleet_decode.pipeline.evidence import require
 
 MODULES = {"sim": "fleet_decode.sim", "gpu": "fleet_decode.kernels.megakernel"}
-CALLS = ("check_task_kinds", "simulate_layer", "simulate")
 
 
 @dataclass
