@@ -9,6 +9,9 @@ import pytest
 from pipeline_helpers import built_pipeline, fresh_clone
 
 
+pytestmark = pytest.mark.slow  # the first test of the session builds the pipeline (~1 min)
+
+
 @pytest.fixture
 def clone(tmp_path_factory, tmp_path):
     return fresh_clone(built_pipeline(tmp_path_factory), tmp_path / "clone")

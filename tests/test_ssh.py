@@ -105,6 +105,7 @@ def test_fetch_checks_sha256_written_on_the_host(ssh, tmp_path):
     assert sorted(p.name for p in (tmp_path / "local").iterdir()) == ["good.json"]
 
 
+@pytest.mark.slow
 def test_whole_workflow_over_ssh_produces_every_evidence_file_and_the_report(sshd, tmp_path):
     from pipeline_helpers import host_entry, make_repo, snakemake
 

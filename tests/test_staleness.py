@@ -9,6 +9,9 @@ from pipeline_helpers import built_pipeline, fresh_clone, planned_jobs, run, sna
 DECODER_JOBS = {"m0_build": 1, "m1": 1, "m2": 2, "m3": 1, "m4": 1, "bench": 1, "report": 1, "all": 1}
 
 
+pytestmark = pytest.mark.slow  # the first test of the session builds the pipeline (~1 min)
+
+
 @pytest.fixture
 def clone(tmp_path_factory, tmp_path):
     return fresh_clone(built_pipeline(tmp_path_factory), tmp_path / "clone")

@@ -62,7 +62,7 @@ def collect(root: Path, results: Path):
         if host not in hosts:
             hosts.append(host)
         if state.state == "invalid":
-            problems.append(f"{rel_to_results}: INVALID ({'; '.join(state.reasons)})")
+            problems.append(f"results/{rel_to_results.as_posix()}: INVALID ({'; '.join(state.reasons)})")
             continue
         freshness = "fresh" if state.state == "fresh" else "stale: " + "; ".join(state.reasons)
         docs.setdefault(host, {})[rel] = state.doc
