@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT / "src"))  # fleet_decode may be importable only fro
 
 from fleet_decode.pipeline import config as pipeline_config
 from fleet_decode.pipeline.audit import evidence_state
-from fleet_decode.pipeline.evidence import InvalidEvidence, read_evidence, stale_reasons
+from fleet_decode.pipeline.evidence import InvalidEvidence, read_evidence
 from fleet_decode.pipeline.sources import EVIDENCE, changed_sources, declared_files, hash_sources
 from fleet_decode.pipeline.run import deploy, run_rule
 

@@ -1,7 +1,6 @@
 """Deploy by `git archive` into a content-addressed dir, and one rule run end to end over the local
 transport, including a remote failure that must leave nothing behind."""
 import json
-import subprocess
 
 import pytest
 

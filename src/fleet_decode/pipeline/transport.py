@@ -22,6 +22,10 @@ class TransportError(RuntimeError):
     pass
 
 
+class ConnectionLost(TransportError):
+    """The connection dropped or could not be opened; a wait may re-attach after it."""
+
+
 @dataclass
 class Result:
     rc: int
@@ -132,10 +136,6 @@ class Transport:
             os.replace(partial, local)
         finally:
             partial.unlink(missing_ok=True)
-
-
-class ConnectionLost(TransportError):
-    pass
 
 
 class LocalTransport(Transport):
