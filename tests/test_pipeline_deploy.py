@@ -72,3 +72,23 @@ def test_a_failing_remote_command_shows_its_log_tail_and_leaves_nothing(repo, tm
     assert first.startswith("broken: m0_host (m0/host.json) failed on the host (exit 1)")
     assert any("no-such-config" in line for line in tail)
     assert not out.exists() and not out.parent.exists()
+
+
+def test_a_copy_without_git_deploys_from_its_manifest_or_is_refused(repo, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(repo, copy, ignore=shutil.ignore_patterns(".git"))
+    with pytest.raises(DirtyTree, match="neither a git checkout nor a copy carrying DEPLOY_MANIFEST.json"):
+        snapshot(copy)
+    (copy / "DEPLOY_MANIFEST.json").write_bytes(snapshot(repo).manifest())
+    snap = snapshot(copy)
+    assert snap.commit == git(repo, "rev-parse", "HEAD").stdout.strip() and not snap.dirty
+    assert snap.files == snapshot(repo).files
+    tree = ensure_deployed(LocalTransport("h200"), snap, str(tmp_path / "work"), "python3")
+    assert json.loads((tmp_path / "work" / "trees" / snap.key / "DEPLOY_MANIFEST.json").read_text())["commit"] == snap.commit
+    assert (tmp_path / "work" / "trees" / snap.key / "remote" / "m1_kernels.py").exists() and tree
+    (copy / "remote" / "m1_kernels.py").write_text("# edited on the GPU host\n")
+    with pytest.raises(DirtyTree, match=r"1 file\(s\) .* differ from its DEPLOY_MANIFEST.json \(first: remote/m1_kernels.py\)"):
+        snapshot(copy)
+    assert snapshot(copy, allow_dirty=True).dirty

@@ -3,11 +3,16 @@ directory beside a manifest (commit, dirty flag, sha256 of every file). The host
 evidence reads its provenance from that manifest. A tree with uncommitted changes is refused unless
 `allow_dirty`; then the working tree (as `git stash create` snapshots it) is deployed and the diff's
 hash recorded. Deploying the same tree twice reuses the first copy.
+
+A copy of the checkout without .git (how a tree travels to a GPU host that runs the workflow
+itself) deploys from the DEPLOY_MANIFEST.json written into it beforehand:
+
+  python -m fleet_decode.pipeline.deploy [--allow-dirty]    # in the checkout, before copying it
 """
 import hashlib
 import io
-import secrets
 import json
+import secrets
 import subprocess
 import tarfile
 import tempfile
@@ -15,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fleet_decode.pipeline.evidence import MANIFEST
+from fleet_decode.pipeline.sources import sha256_file
 from fleet_decode.pipeline.transport import Transport, TransportError, q
 
 # Evidence and reports are outputs of the pipeline, not inputs: neither deployed nor "dirt".
@@ -53,6 +59,39 @@ def _git(repo, *args, binary=False):
 
 
 def snapshot(repo, allow_dirty: bool = False) -> Snapshot:
+    """What to deploy: the committed tree of a git checkout, or, for a copy of one without .git
+    (how a tree reaches a GPU host), the files its DEPLOY_MANIFEST.json lists."""
+    if (Path(repo) / ".git").exists():
+        return _git_snapshot(repo, allow_dirty)
+    if (Path(repo) / MANIFEST).exists():
+        return _manifest_snapshot(repo, allow_dirty)
+    raise DirtyTree(f"refusing to deploy: {repo} is neither a git checkout nor a copy carrying "
+                    f"{MANIFEST}, so its provenance is unknown; in the checkout it was copied from, "
+                    f"run `python -m fleet_decode.pipeline.deploy` to write one")
+
+
+def _manifest_snapshot(repo, allow_dirty: bool) -> Snapshot:
+    manifest = json.loads((Path(repo) / MANIFEST).read_text())
+    changed = [p for p, h in manifest["files"].items()
+               if not (Path(repo) / p).is_file() or sha256_file(Path(repo) / p) != h]
+    if changed and not allow_dirty:
+        raise DirtyTree(f"refusing to deploy: {len(changed)} file(s) in {repo} differ from its "
+                        f"{MANIFEST} (first: {changed[0]}); set allow_dirty: true to deploy anyway")
+    buffer, files = io.BytesIO(), {}
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for rel in sorted(manifest["files"]):
+            if (Path(repo) / rel).is_file():
+                tar.add(Path(repo) / rel, arcname=rel, recursive=False)
+                files[rel] = sha256_file(Path(repo) / rel)
+    dirty = bool(manifest.get("dirty") or changed)
+    diff = manifest.get("diff_sha256")
+    if changed:
+        diff = hashlib.sha256(json.dumps({p: files.get(p) for p in changed}, sort_keys=True).encode()).hexdigest()
+    tree = hashlib.sha1(json.dumps(files, sort_keys=True).encode()).hexdigest()
+    return Snapshot(manifest["commit"], tree, dirty, diff, buffer.getvalue(), files)
+
+
+def _git_snapshot(repo, allow_dirty: bool) -> Snapshot:
     pathspec = ["--", ".", *(f":(exclude){p}" for p in NOT_DEPLOYED)]
     changes = _git(repo, "status", "--porcelain", "--untracked-files=no", *pathspec).splitlines()
     commit = _git(repo, "rev-parse", "HEAD").strip()
@@ -105,3 +144,23 @@ def ensure_deployed(transport: Transport, snap: Snapshot, workdir: str, python: 
                     f"test -f {q(target)}/{MANIFEST}", f"unpacking {snap.key}")
     return target
 
+
+
+def main():
+    """`python -m fleet_decode.pipeline.deploy [--allow-dirty]`: writes DEPLOY_MANIFEST.json at the
+    root of this checkout, so that a copy of the tree without .git (e.g. sent to a GPU host that
+    runs the workflow itself) still deploys with this commit's provenance."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--repo", default=".")
+    parser.add_argument("--allow-dirty", action="store_true")
+    args = parser.parse_args()
+    snap = _git_snapshot(args.repo, args.allow_dirty)
+    (Path(args.repo) / MANIFEST).write_bytes(snap.manifest())
+    print(f"{Path(args.repo) / MANIFEST}: commit {snap.commit[:12]}, {len(snap.files)} files"
+          + (", dirty" if snap.dirty else ""))
+
+
+if __name__ == "__main__":
+    main()

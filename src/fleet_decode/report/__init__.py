@@ -5,6 +5,7 @@ file, rule, commit and host, and whether that evidence is fresh or stale against
 """
 import datetime
 import getpass
+import json
 import socket
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from pathlib import Path
 import jinja2
 
 from fleet_decode.pipeline.audit import audit
-from fleet_decode.pipeline.evidence import SCHEMA, write_evidence
+from fleet_decode.pipeline.evidence import MANIFEST, SCHEMA, write_evidence
 from fleet_decode.pipeline.sources import EVIDENCE, hash_sources
 from fleet_decode.report.plots import plots
 
@@ -78,6 +79,12 @@ def _git(root, *args) -> str:
     return r.stdout.strip() if r.returncode == 0 else ""
 
 
+def _manifest_commit(root) -> str:
+    """A copy of the tree without .git (on a GPU host) knows its commit from its deploy manifest."""
+    path = Path(root) / MANIFEST
+    return json.loads(path.read_text()).get("commit", "") if path.exists() else ""
+
+
 def render(root, results, md_path, html_path, stamp_path):
     root, results = Path(root), Path(results)
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
@@ -85,8 +92,9 @@ def render(root, results, md_path, html_path, stamp_path):
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(root / "report_templates"),
                              autoescape=jinja2.select_autoescape(["html"]), undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True)
+    commit = _git(root, "rev-parse", "HEAD") or _manifest_commit(root)
     context = dict(hosts=hosts, rows=rows, problems=problems, generated_at=started,
-                   commit=_git(root, "rev-parse", "HEAD")[:12] or "unknown",
+                   commit=commit[:12] or "unknown",
                    docs=docs, plots=plots(docs))
     Path(md_path).write_text(env.get_template("REPORT.md.j2").render(context))
     Path(html_path).write_text(env.get_template("report.html.j2").render(context))
