@@ -182,7 +182,12 @@ class Milestone:
 
     def load_model(self):
         model_api = require("fleet_decode.model", f"{self.milestone} (model source)")
-        model = model_api.load_model(self.params["model"], device=self.device())
+        import torch
+
+        # The decoder under test runs BF16 on a GPU; the CPU simulator checks in fp32.
+        dtype = torch.bfloat16 if self.device() == "cuda" else torch.float32
+        model = model_api.load_model(self.params["model"], dtype=dtype, device=self.device())
+        self.model_info["dtype"] = str(dtype).removeprefix("torch.")
         self.model_info["config_sha256"] = model_api.config_sha256(model.config)
         return model
 
