@@ -1,9 +1,9 @@
 """Loads config/config.yaml, validates it against config/config.schema.yaml and fills the schema's
 defaults. Errors are one line that names the offending key, e.g.
 `config error at hosts.cpu.backend: 'cuda' is not one of ['sim', 'gpu']`."""
+import copy
 from pathlib import Path
 
-import jsonschema
 import yaml
 
 SCHEMA_PATH = Path(__file__).resolve().parents[3] / "config" / "config.schema.yaml"
@@ -14,6 +14,8 @@ class ConfigError(ValueError):
 
 
 def _with_defaults(validator_class):
+    import jsonschema
+
     # jsonschema only checks; this extension (the pattern from its FAQ) also writes each missing
     # property's `default` into the instance before descending into it.
     check_properties = validator_class.VALIDATORS["properties"]
@@ -22,7 +24,7 @@ def _with_defaults(validator_class):
         if isinstance(instance, dict):
             for key, sub in properties.items():
                 if "default" in sub and key not in instance:
-                    instance[key] = yaml.safe_load(yaml.safe_dump(sub["default"]))
+                    instance[key] = copy.deepcopy(sub["default"])
         yield from check_properties(validator, properties, instance, schema)
 
     return jsonschema.validators.extend(validator_class, {"properties": fill_then_check})
@@ -30,6 +32,8 @@ def _with_defaults(validator_class):
 
 def validate(config: dict, schema_path: Path = SCHEMA_PATH) -> dict:
     """Validates `config` in place (filling defaults) and returns it; raises ConfigError."""
+    import jsonschema  # here, not at the top: a host running only rules needs no jsonschema
+
     schema = yaml.safe_load(Path(schema_path).read_text())
     validator = _with_defaults(jsonschema.Draft202012Validator)(schema)
     error = jsonschema.exceptions.best_match(validator.iter_errors(config))
