@@ -77,7 +77,9 @@ with Milestone("bench", "bench", "bench/bench.json", args) as m:
         synchronize()
         ref_seconds.append(time.perf_counter() - start)
 
-    # hf_decode includes the prefill, so one HF step is the difference of two runs.
+    # hf_decode includes the prefill, so one HF step is the difference of two runs (after one
+    # untimed run, so that neither carries first-call costs).
+    model_api.hf_decode(model, prompt, 1)
     hf_runs = {}
     for steps in (1, n + 1):
         synchronize()

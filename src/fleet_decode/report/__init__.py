@@ -17,7 +17,7 @@ import jinja2
 from fleet_decode.pipeline.audit import audit
 from fleet_decode.pipeline.evidence import MANIFEST, SCHEMA, write_evidence
 from fleet_decode.pipeline.sources import EVIDENCE, hash_sources
-from fleet_decode.report.plots import plots
+from fleet_decode.report.plots import figures
 
 ORDER = [rel for rels in EVIDENCE.values() for rel in rels]
 
@@ -95,7 +95,7 @@ def render(root, results, md_path, html_path, stamp_path):
     commit = _git(root, "rev-parse", "HEAD") or _manifest_commit(root)
     context = dict(hosts=hosts, rows=rows, problems=problems, generated_at=started,
                    commit=commit[:12] or "unknown",
-                   docs=docs, plots=plots(docs))
+                   docs=docs, plots=figures(docs))
     Path(md_path).write_text(env.get_template("REPORT.md.j2").render(context))
     Path(html_path).write_text(env.get_template("report.html.j2").render(context))
     write_evidence(stamp_path, {

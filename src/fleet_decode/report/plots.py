@@ -8,6 +8,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 
 def _svg(fig) -> str:
@@ -51,6 +52,7 @@ def layer_error(docs):
     for host, values in errors.items():
         ax.semilogy(range(len(values)), [max(v, 1e-12) for v in values], marker="o", label=host)
     ax.set(xlabel="layer", ylabel="relative error of hidden state", title="M3 per-layer error vs HF eager")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.legend(fontsize=8)
     return _svg(fig)
 
@@ -87,7 +89,7 @@ def baselines(docs):
     return _svg(fig)
 
 
-def plots(docs) -> dict:
+def figures(docs) -> dict:
     figures = {"Per-token latency": token_latency(docs), "Per-layer error (M3)": layer_error(docs),
                "Bandwidth vs floor": bandwidth(docs), "Baselines": baselines(docs)}
     return {title: svg for title, svg in figures.items() if svg is not None}
