@@ -174,6 +174,19 @@ def against_exact_math(model, result: Comparison) -> dict:
     return {"hf_vs_exact": distance(hf_hidden, hf_logits), "reference_vs_exact": distance(ref_hidden, ref_logits)}
 
 
+def accuracy_failures(exact: dict, slack: float = 1.25) -> list[str]:
+    """The reference must be at least as accurate as HF eager (within `slack`) against exact math:
+    worst and median per-layer error, and the logits' distance (1 - cosine)."""
+    ours, theirs = exact["reference_vs_exact"], exact["hf_vs_exact"]
+    failures = []
+    for key in ("worst_layer_error", "median_layer_error"):
+        if ours[key] > slack * theirs[key]:
+            failures.append(f"{key}: reference {ours[key]:.3%} vs HF {theirs[key]:.3%} (x{slack} allowed)")
+    if 1 - ours["worst_cosine"] > slack * (1 - theirs["worst_cosine"]):
+        failures.append(f"logits cosine: reference {ours['worst_cosine']:.6f} vs HF {theirs['worst_cosine']:.6f}")
+    return failures
+
+
 def _copy_prefill_cache(model, ids, exact: Reference) -> None:
     """Overwrite the exact reference's prefill cache with the model-dtype one (upcast)."""
     bf16 = Reference(model, max_positions=exact.max_positions)
