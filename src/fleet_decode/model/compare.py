@@ -1,0 +1,165 @@
+"""Compare the reference decode step with HF eager, step by step and layer by layer.
+
+    python -m fleet_decode.model.compare --model tiny --prefill 64 --steps 32
+    python -m fleet_decode.model.compare --model random:deepseek-coder-v2-lite --dtype bf16 \\
+        --device cuda --prefill 1024 --steps 32 --json compare.json
+
+HF eager decodes greedily with its own cache; the reference is teacher-forced on HF's tokens. Per
+step it reports the logits' max |Δ| and cosine, the HF top-2 margin, and each layer's hidden-state
+relative error. Routing near-ties are handled openly: where HF's router puts two experts within
+`--route-tie` of each other, any two roundings may pick differently and the layers after it
+differ by a whole expert. So the per-layer errors are measured with HF's expert choice forced
+into the reference, and the reference's OWN choices are compared separately: every disagreement is
+listed with its margin, and one at a margin above the tie bound fails the comparison. Finally the
+reference decodes on its own (free-running) and its greedy tokens are compared with HF's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+from .prompt import prompt_ids
+from .reference import Reference, hf_decode
+from .sources import load_model
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+@dataclass
+class StepReport:
+    step: int
+    hf_token: int
+    ref_token: int
+    hf_top2_margin: float
+    max_abs_logit_diff: float
+    logits_cosine: float
+    layer_rel_errors: list[float]
+
+
+@dataclass
+class RouteDisagreement:
+    step: int
+    layer: int
+    hf_experts: list[int]
+    ref_experts: list[int]
+    hf_margin: float
+
+
+@dataclass
+class Comparison:
+    model: str
+    dtype: str
+    prefill: int
+    steps: list[StepReport] = field(default_factory=list)
+    route_disagreements: list[RouteDisagreement] = field(default_factory=list)
+    route_tie: float = 0.0
+    hf_tokens: list[int] = field(default_factory=list)
+    free_running_tokens: list[int] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def worst_layer_error(self) -> float:
+        return max((e for s in self.steps for e in s.layer_rel_errors), default=0.0)
+
+    @property
+    def worst_cosine(self) -> float:
+        return min(s.logits_cosine for s in self.steps)
+
+    @property
+    def worst_logit_diff(self) -> float:
+        return max(s.max_abs_logit_diff for s in self.steps)
+
+    @property
+    def routing_breaks(self) -> list[RouteDisagreement]:
+        """Disagreements that a near-tie does not explain."""
+        return [d for d in self.route_disagreements if d.hf_margin >= self.route_tie]
+
+    @property
+    def tokens_identical(self) -> int:
+        return sum(a == b for a, b in zip(self.hf_tokens, self.free_running_tokens))
+
+    def summary(self) -> str:
+        return (f"{self.model} {self.dtype} prefill {self.prefill}, {len(self.steps)} steps: "
+                f"worst layer rel err {self.worst_layer_error:.3%}, worst logits cosine {self.worst_cosine:.6f}, "
+                f"max |dlogit| {self.worst_logit_diff:.3g}, routing disagreements {len(self.route_disagreements)} "
+                f"({len(self.routing_breaks)} above the tie bound {self.route_tie:g}), "
+                f"free-running tokens identical {self.tokens_identical}/{len(self.hf_tokens)}")
+
+    def to_json(self) -> dict:
+        return asdict(self) | {"worst_layer_error": self.worst_layer_error, "worst_cosine": self.worst_cosine,
+                               "worst_logit_diff": self.worst_logit_diff, "tokens_identical": self.tokens_identical}
+
+
+def relative_error(ours: torch.Tensor, theirs: torch.Tensor) -> float:
+    return ((ours - theirs).norm() / theirs.norm()).item()
+
+
+@torch.no_grad()
+def compare_with_hf(model, prefill: int, steps: int, route_tie: float = 2e-3, source: str = "?") -> Comparison:
+    started = time.perf_counter()
+    ids = prompt_ids(prefill, vocab_size=model.config.vocab_size)
+    hf_tokens, hf_logits, hf_hidden, hf_routes = hf_decode(model, ids, steps)
+    result = Comparison(source, str(model.dtype).removeprefix("torch."), prefill, route_tie=route_tie, hf_tokens=hf_tokens)
+
+    ref = Reference(model, max_positions=prefill + steps + 1)
+    logits = ref.prefill(ids)
+    for step in range(steps):
+        if step > 0:
+            logits = ref.step(hf_tokens[step - 1], forced_routes=hf_routes[step])
+            for layer, own in ref.routes.items():
+                theirs = hf_routes[step][layer]
+                if not torch.equal(own.experts.cpu(), theirs.experts.cpu()):
+                    result.route_disagreements.append(RouteDisagreement(
+                        step, layer, theirs.experts.tolist(), own.experts.tolist(), theirs.margin()))
+        top2 = hf_logits[step].topk(2).values
+        result.steps.append(StepReport(
+            step=step, hf_token=hf_tokens[step], ref_token=int(logits.argmax()),
+            hf_top2_margin=float(top2[0] - top2[1]),
+            max_abs_logit_diff=(logits - hf_logits[step]).abs().max().item(),
+            logits_cosine=F.cosine_similarity(logits, hf_logits[step], dim=0).item(),
+            layer_rel_errors=[relative_error(o, t) for o, t in zip(ref.hidden_states, hf_hidden[step])],
+        ))
+
+    ref = Reference(model, max_positions=prefill + steps + 1)
+    logits = ref.prefill(ids)
+    for _ in range(steps):
+        result.free_running_tokens.append(int(logits.argmax()))
+        logits = ref.step(result.free_running_tokens[-1])
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="tiny", help="tiny | random:<config>[@seed] | hf:<dir>")
+    parser.add_argument("--dtype", choices=DTYPES, default="fp32")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--prefill", type=int, default=64, help="prompt tokens before decoding")
+    parser.add_argument("--steps", type=int, default=32, help="decode steps")
+    parser.add_argument("--route-tie", type=float, default=2e-3, help="router-score gap below which a routing disagreement is a near-tie")
+    parser.add_argument("--json", help="write the full comparison here")
+    args = parser.parse_args(argv)
+
+    model = load_model(args.model, dtype=DTYPES[args.dtype], device=args.device)
+    result = compare_with_hf(model, args.prefill, args.steps, args.route_tie, source=args.model)
+    for s in result.steps:
+        print(f"step {s.step:3d}  hf {s.hf_token:6d}  ref {s.ref_token:6d}  margin {s.hf_top2_margin:8.4f}  "
+              f"max|dlogit| {s.max_abs_logit_diff:9.3g}  cos {s.logits_cosine:.6f}  worst layer {max(s.layer_rel_errors):.3%}")
+    for d in result.route_disagreements:
+        print(f"routing: step {d.step} layer {d.layer}: hf {d.hf_experts} ref {d.ref_experts} (hf margin {d.hf_margin:.2e})")
+    print(result.summary())
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(result.to_json(), handle, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
