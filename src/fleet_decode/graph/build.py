@@ -24,6 +24,8 @@ def model_constants(config, plan: Plan, first_layer: int, n_layers: int, has_hea
         raise NotImplementedError("the graph covers q_lora_rank None (DeepSeek-V2-Lite); this config has a q LoRA")
     if config.topk_method != "greedy":
         raise NotImplementedError(f"only greedy top-k routing is supported, config has {config.topk_method!r}")
+    if config.norm_topk_prob:
+        raise NotImplementedError("norm_topk_prob: neither HF's DeepseekV2 nor the reference renormalises top-k weights")
     qk_head = config.qk_nope_head_dim + config.qk_rope_head_dim
     return Constants(
         hidden=config.hidden_size, n_heads=config.num_attention_heads, qk_nope=config.qk_nope_head_dim,
@@ -79,8 +81,9 @@ def _attention(b: _Builder, layer, h_in, h_in_ready, h_out):
     kv_norm = b.weight(p + "self_attn.kv_a_layernorm.weight", (R,))
     kv_b = b.weight(p + "self_attn.kv_b_proj.weight", (H * (nope + v), R))
     o_w = b.weight(p + "self_attn.o_proj.weight", (d, H * v))
-    cos = b.weight("rope.cos", (plan.max_positions, rope), DType.F32)
-    sin = b.weight("rope.sin", (plan.max_positions, rope), DType.F32)
+    # host-computed tables, one row per position, one column per rotated pair (YaRN scaling folded in)
+    cos = b.weight("rope.cos", (plan.max_positions, rope // 2), DType.F32)
+    sin = b.weight("rope.sin", (plan.max_positions, rope // 2), DType.F32)
 
     q, kv_a = b.buffer(L + "q", H * (nope + rope)), b.buffer(L + "kv_a", R + rope)
     ev_q, ev_kva = b.event(L + "q_proj", layer), b.event(L + "kv_a_proj", layer)
