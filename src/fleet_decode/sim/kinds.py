@@ -24,6 +24,9 @@ class TaskContext:
         self._buf = dict(zip(bufs, self.task.buffers))
         self._wt = dict(zip(wts, self.task.weights))
 
+    def buffer(self, operand) -> int:
+        return self._buf[operand]
+
     def size(self, operand):
         return self.sim.graph.buffers[self._buf[operand]].numel
 

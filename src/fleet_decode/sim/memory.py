@@ -56,6 +56,7 @@ class Memory:
         self.data[buf][lo:hi] = values.to(self.data[buf].dtype)
         step = 0 if self.graph.buffers[buf].persistence == Persistence.STEP else HOST
         self.written_step[buf][lo:hi] = step
+        self.added[buf][lo:hi] = self.expected_adds[buf][lo:hi]  # the host writes final values
         self.writes[buf].append(Access(lo, hi, step, -1))
 
     # ------------------------------------------------------------------ task side
