@@ -3,6 +3,7 @@
 from collections import Counter
 
 from fleet_decode.graph.format import Kind
+from fleet_decode.graph.plan import estimated_step_time
 from fleet_decode.graph.reads import cache_elements, weight_reads
 
 # DESIGN.md's categories of weight bytes, by the Hugging Face parameter name.
@@ -57,4 +58,5 @@ def graph_counts(graph, weight_bytes: int = 2) -> dict:
         "weight_bytes_per_token": {k: v * weight_bytes for k, v in sorted(weights.items())},
         "weight_bytes_per_token_total": sum(weights.values()) * weight_bytes,
         "cache_bytes_per_position": cache_elements_per_position(graph) * weight_bytes,
+        "modelled_step_elements": estimated_step_time(graph),  # per-worker critical path of the cost model
     }

@@ -53,6 +53,10 @@ def assign(tasks, events, plan: Plan) -> list[list[int]]:
     return _balanced(tasks, events, plan)
 
 
+def _ready(task, event_done):
+    return max((event_done[e] for e, lag in task.inputs if lag == 0), default=0.0)
+
+
 def _balanced(tasks, events, plan):
     """List scheduling on a cost model in which a task takes its bytes read plus a fixed start cost:
     each task, in order, goes to the worker that could start it earliest."""
@@ -60,12 +64,24 @@ def _balanced(tasks, events, plan):
     event_done = np.zeros(len(events))
     lists = [[] for _ in range(plan.workers)]
     for i, t in enumerate(tasks):
-        ready = max((event_done[e] for e, lag in t.inputs if lag == 0), default=0.0)
-        start = np.maximum(free, ready)
+        start = np.maximum(free, _ready(t, event_done))
         w = int(np.argmin(start))
-        finish = start[w] + t.cost + plan.task_overhead
-        free[w] = finish
+        free[w] = start[w] + t.cost + plan.task_overhead
         if t.out_event >= 0:
-            event_done[t.out_event] = max(event_done[t.out_event], finish)
+            event_done[t.out_event] = max(event_done[t.out_event], free[w])
         lists[w].append(i)
     return lists
+
+
+def estimated_step_time(graph, task_overhead: int = Plan.task_overhead) -> float:
+    """One step's length under the balanced policy's cost model (weight elements streamed by one worker),
+    for any assignment whose lists follow the graph's task order."""
+    owner = {t: w for w, tasks in enumerate(graph.workers) for t in tasks}
+    free = np.zeros(len(graph.workers))
+    event_done = np.zeros(len(graph.events))
+    for i, t in enumerate(graph.tasks):
+        w = owner[i]
+        free[w] = max(free[w], _ready(t, event_done)) + t.cost + task_overhead
+        if t.out_event >= 0:
+            event_done[t.out_event] = max(event_done[t.out_event], free[w])
+    return float(free.max())

@@ -123,7 +123,8 @@ def attn_merge_uv(ctx):
 
 def o_proj_residual(ctx):
     r0, r1 = ctx.task.tile
-    out = ctx.read("residual", r0, r1).float() + linear(ctx.read("attn_out"), ctx.weight("o_proj")[r0:r1])
+    projected = linear(ctx.read("attn_out"), ctx.weight("o_proj")[r0:r1])
+    out = ctx.read("residual", r0, r1).float() + projected
     ctx.write("h_attn", r0, out)
     ctx.write("h_out", r0, out)  # the start of the sum the MLP tiles add into
 
