@@ -71,7 +71,8 @@ def _fill_cache(sim, ref, n_prompt, layers):
 def simulate(hf_model, prompt_ids, n_tokens: int, workers=8, schedule="round-robin", seed=0, plan=None,
              graph=None) -> SimResult:
     """n_tokens greedy decode steps of the whole model through the simulator. A given graph (e.g. one a
-    test has broken on purpose) is run as it is; otherwise one is built from plan (default sim_plan)."""
+    test has broken on purpose) is run as it is, with its own worker lists; otherwise one is built from
+    plan (whose worker count then wins over `workers`), by default sim_plan(workers, ...)."""
     started = time.perf_counter()
     config, n_prompt = hf_model.config, len(prompt_ids)
     if graph is None:
