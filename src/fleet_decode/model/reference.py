@@ -215,13 +215,14 @@ class LayerOutputs:
 
 
 @torch.no_grad()
-def hf_decode(model, ids, n_tokens: int):
+def hf_decode(model, ids, n_tokens: int, forced_tokens: list[int] | None = None):
     """HF eager greedy decode with HF's own cache — the ground truth everything is compared with.
 
     Returns (tokens, logits, hidden, routes): tokens[i] = argmax(logits[i]); logits[0] comes from
     the prefill and logits[i] from feeding tokens[i-1]; hidden[i] lists each decoder layer's
     output (fp32, [hidden]) for that same forward, at its last position, and routes[i] maps each
-    MoE layer to HF's routing there."""
+    MoE layer to HF's routing there. With forced_tokens, those are fed instead of the argmax
+    (teacher forcing), and returned as the tokens."""
     device = model.device
     inputs = torch.as_tensor(ids, device=device).view(1, -1)
     tokens, logits, hidden, routes = [], [], [], []
@@ -233,7 +234,7 @@ def hf_decode(model, ids, n_tokens: int):
             step_hidden, step_routes = layer_outputs.take()
             hidden.append(step_hidden)
             routes.append(step_routes)
-            tokens.append(int(logits[-1].argmax()))
+            tokens.append(int(logits[-1].argmax()) if forced_tokens is None else forced_tokens[len(tokens)])
             inputs = torch.tensor([[tokens[-1]]], device=device)
     finally:
         layer_outputs.close()
