@@ -11,7 +11,6 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-STANDIN = REPO / "tests" / "standin"
 
 
 def free_port() -> int:
@@ -86,10 +85,9 @@ Subsystem sftp internal-sftp
 
 
 def host_entry(**overrides) -> dict:
-    """A small, fast sim host; PYTHONPATH carries the test stand-ins for modules not merged yet."""
+    """A small, fast host running the CPU simulator on the tiny model."""
     entry = {"transport": "local", "backend": "sim", "model": "tiny", "workdir": ".work/hosts/cpu",
-             "python": sys.executable, "prompt_tokens": 16, "decode_tokens": 2, "workers": 2,
-             "env": {"PYTHONPATH": str(STANDIN)}}
+             "python": sys.executable, "prompt_tokens": 16, "decode_tokens": 2, "workers": 2}
     entry.update(overrides)
     return entry
 

@@ -36,7 +36,7 @@ class Cell:
 
 def _format(value) -> str:
     if isinstance(value, float):
-        return f"{value:.4g}"
+        return f"{value:.6g}"
     if isinstance(value, (list, dict)):
         return f"{type(value).__name__}[{len(value)}]"
     return str(value)
