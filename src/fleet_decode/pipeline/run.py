@@ -19,12 +19,17 @@ SCRIPTS = {
 }
 
 
+def _deploy_on(transport, host: dict, snap) -> tuple[str, str]:
+    """(work dir, deployed tree dir) on the host, deploying `snap` if it is not there yet."""
+    workdir = resolve_workdir(transport, host["workdir"])
+    return workdir, ensure_deployed(transport, snap, workdir, host["python"])
+
+
 def deploy(config: dict, host_name: str, repo) -> dict:
     host = config["hosts"][host_name]
-    snap = snapshot(repo, config.get("allow_dirty", False))
+    snap = snapshot(repo, config.get("allow_dirty", False))  # a dirty tree fails before connecting
     with open_transport(host_name, host, config.get("ssh_config")) as transport:
-        workdir = resolve_workdir(transport, host["workdir"])
-        tree = ensure_deployed(transport, snap, workdir, host["python"])
+        _, tree = _deploy_on(transport, host, snap)
     return {"host": host_name, "tree_dir": tree, "commit": snap.commit, "dirty": snap.dirty,
             "diff_sha256": snap.diff_sha256}
 
@@ -35,8 +40,7 @@ def run_rule(config: dict, host_name: str, rule: str, output: str, evidence: str
     console = Console(stderr=True, highlight=False)
     snap = snapshot(repo, config.get("allow_dirty", False))
     with open_transport(host_name, host, config.get("ssh_config")) as transport:
-        workdir = resolve_workdir(transport, host["workdir"])
-        tree = ensure_deployed(transport, snap, workdir, host["python"])
+        workdir, tree = _deploy_on(transport, host, snap)
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
         run_dir = f"{workdir}/runs/{rule}-{stamp}-{secrets.token_hex(3)}"
         remote_out = f"{run_dir}/out/{evidence}"
