@@ -1,5 +1,6 @@
 """bench: milliseconds per decode token (P50/P95 over steps >= 2), tokens/s, weight bytes read per
-token, achieved bandwidth against a measured copy bandwidth (the floor), and baselines timed in the
+token (counted from the model's tensors in their dtype, and as the task graph counts them in bf16),
+achieved bandwidth against a measured copy bandwidth (the floor), and baselines timed in the
 same run: the pure-torch reference decode and HF eager. On a sim host the simulator is not timed
 (its speed means nothing); only the CPU baselines are, and the evidence says so.
 
@@ -77,32 +78,40 @@ with Milestone("bench", "bench", "bench/bench.json", args) as m:
         synchronize()
         ref_seconds.append(time.perf_counter() - start)
 
-    # hf_decode includes the prefill, so one HF step is the difference of two runs (after one
-    # untimed run, so that neither carries first-call costs).
-    model_api.hf_decode(model, prompt, 1)
-    hf_runs = {}
-    for steps in (1, n + 1):
-        synchronize()
-        start = time.perf_counter()
-        model_api.hf_decode(model, prompt, steps)
-        synchronize()
-        hf_runs[steps] = time.perf_counter() - start
-    hf_ms = (hf_runs[n + 1] - hf_runs[1]) / n * 1e3
+    # HF eager, step by step with its own cache (as hf_decode runs it), so it is timed like ours.
+    hf_forward = require("fleet_decode.model.reference", "bench (HF eager baseline)").hf_forward
+    with torch.no_grad():
+        out, cache = hf_forward(model, torch.tensor([prompt], device=device))
+        token = int(out.logits[0, -1].argmax())
+        hf_seconds = []
+        for _ in range(n):
+            synchronize()
+            start = time.perf_counter()
+            out, cache = hf_forward(model, torch.tensor([[token]], device=device), cache)
+            token = int(out.logits[0, -1].argmax())
+            synchronize()
+            hf_seconds.append(time.perf_counter() - start)
 
     runs = {"reference": step_summary(ref_seconds, bytes_per_token),
-            "hf_eager": {"mean_ms": hf_ms, "tokens_per_s": 1e3 / hf_ms}}
+            "hf_eager": step_summary(hf_seconds, bytes_per_token)}
     if backend.name == "gpu":
         ours = backend.decode(model, prompt, n)
         per_step = list(getattr(ours, "step_seconds", None) or [ours.seconds / n] * n)
         runs["megakernel"] = step_summary(per_step, bytes_per_token)
         runs["megakernel"]["launches"] = getattr(ours, "launches", None)
+    else:
+        ours = backend.decode(model, prompt, 1)  # not timed: only for the graph's counts
+    counts = getattr(ours, "counts", None) or {}
     timed = "megakernel" if backend.name == "gpu" else "reference"
     m.metrics.update(  # the headline numbers are those of `timed`; every run's are under `runs`
         backend=backend.name, device=device, decode_tokens=n, bytes_per_token=bytes_per_token,
         p50_ms=runs[timed]["p50_ms"], p95_ms=runs[timed]["p95_ms"],
-        tokens_per_s=runs[timed]["tokens_per_s"], hf_eager_ms=hf_ms,
+        tokens_per_s=runs[timed]["tokens_per_s"], hf_eager_p50_ms=runs["hf_eager"]["p50_ms"],
         copy_bandwidth_bytes_per_s=bandwidth, floor_ms=floor_ms, timed=timed, runs=runs,
         percent_of_floor=100 * floor_ms / runs[timed]["p50_ms"],
+        graph_weight_bytes_per_token_bf16=counts.get("weight_bytes_per_token_total"),
+        graph_cache_bytes_per_position_bf16=counts.get("cache_bytes_per_position"),
+        graph_tasks_per_step=counts.get("tasks_per_step"),
         note=None if backend.name == "gpu" else
         "sim host: the simulator is not timed; these are CPU timings of the reference and HF eager",
     )
