@@ -1,5 +1,6 @@
 """bench: milliseconds per decode token (P50/P95 over steps >= 2), tokens/s, weight bytes read per
-token (counted from the model's tensors in their dtype, and as the task graph counts them in bf16),
+token (counted from the model's tensors in their dtype, plus the MLA cache, and as the task graph
+counts them in bf16),
 achieved bandwidth against a measured copy bandwidth (the floor), and baselines timed in the
 same run: the pure-torch reference decode and HF eager. On a sim host the simulator is not timed
 (its speed means nothing); only the CPU baselines are, and the evidence says so.
@@ -64,7 +65,12 @@ with Milestone("bench", "bench", "bench/bench.json", args) as m:
     device = m.device()
     prompt = m.prompt(model)
     n = m.params["decode_tokens"]
-    bytes_per_token = weight_bytes_per_token(model)
+    # Plus the MLA cache each step reads: (kv_lora_rank + rope dims) per layer per position, at the
+    # mean context of the timed steps.
+    cfg = model.config
+    cache_bytes = (cfg.num_hidden_layers * (cfg.kv_lora_rank + cfg.qk_rope_head_dim) * model.dtype.itemsize
+                   * (len(prompt) + n / 2))
+    bytes_per_token = weight_bytes_per_token(model) + int(cache_bytes)
     bandwidth = copy_bandwidth(device, 1 << (30 if device == "cuda" else 28))
     floor_ms = bytes_per_token / bandwidth * 1e3
 
@@ -105,6 +111,7 @@ with Milestone("bench", "bench", "bench/bench.json", args) as m:
     timed = "megakernel" if backend.name == "gpu" else "reference"
     m.metrics.update(  # the headline numbers are those of `timed`; every run's are under `runs`
         backend=backend.name, device=device, decode_tokens=n, bytes_per_token=bytes_per_token,
+        cache_bytes_per_token=int(cache_bytes),
         p50_ms=runs[timed]["p50_ms"], p95_ms=runs[timed]["p95_ms"],
         tokens_per_s=runs[timed]["tokens_per_s"], hf_eager_p50_ms=runs["hf_eager"]["p50_ms"],
         copy_bandwidth_bytes_per_s=bandwidth, floor_ms=floor_ms, timed=timed, runs=runs,
