@@ -82,16 +82,17 @@ __device__ __forceinline__ float fd_bf16_lo(uint32_t w) { return fd_bits_to_floa
 __device__ __forceinline__ float fd_bf16_hi(uint32_t w) { return fd_bits_to_float(w & 0xffff0000u); }
 
 // ---------------------------------------------------------------------------------------------
-// 16-byte vector loads. Weights are read exactly once per token, so they bypass L1
-// (no-allocate) to leave it to the activations that every warp re-reads.
-struct fd_vec16 {
+// 16-byte vector loads. fd_load_stream16 is for weights only (data no task ever writes): it
+// takes the read-only path and skips L1 (each weight is read once per token), and the compiler
+// may reorder it freely, also across event waits.
+struct alignas(16) fd_vec16 {
   uint32_t x, y, z, w;
 };
 
 __device__ __forceinline__ fd_vec16 fd_load_stream16(const void* p) {
   fd_vec16 v;
 #if FD_CUDA
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                : "l"(p));
 #else

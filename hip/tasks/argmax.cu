@@ -31,8 +31,4 @@ FD_EXPORT int fd_launch_argmax(const float* value, const int* index, int n, int*
   fd_kernel_argmax<<<1, kTaskThreads, 0, static_cast<fd_stream_t>(stream)>>>(value, index, n, token, tokens, step);
   return static_cast<int>(fd_get_last_error());
 }
-
-FD_EXPORT const char* fd_error_string(int code) {
-  return code < 0 ? "invalid launch arguments" : fd_get_error_string(static_cast<fd_error_t>(code));
-}
 #endif

@@ -24,7 +24,8 @@ __device__ void fd_task_attention_merge(const float* part_m, const float* part_l
     for (int col = threadIdx.x; col < kLatent; col += blockDim.x) {
       float acc = 0.f;
       for (int c = 0; c < n_chunks; ++c)
-        if (weight_s[c] != 0.f) acc = fmaf(weight_s[c], part_o[(static_cast<size_t>(c) * kHeads + h) * kLatent + col], acc);
+        if (weight_s[c] != 0.f)
+          acc = fmaf(weight_s[c], part_o[(static_cast<size_t>(c) * kHeads + h) * kLatent + col], acc);
       out_lat[h * kLatent + col] = acc * inv_l;
     }
     __syncthreads();  // weight_s is rewritten for the next head

@@ -87,7 +87,9 @@ __device__ __forceinline__ void fd_rmsnorm_bf16(const fd_bf16* x, const fd_bf16*
 }
 
 // Eight consecutive activations as fp32, from bf16 or fp32 storage (shared or global memory).
-__device__ __forceinline__ void fd_load_x8(const fd_bf16* xs, int v, float x[8]) { fd_unpack8(fd_load16(xs + v * kVecElems), x); }
+__device__ __forceinline__ void fd_load_x8(const fd_bf16* xs, int v, float x[8]) {
+  fd_unpack8(fd_load16(xs + v * kVecElems), x);
+}
 __device__ __forceinline__ void fd_load_x8(const float* xs, int v, float x[8]) {
   const float4 a = reinterpret_cast<const float4*>(xs)[2 * v], b = reinterpret_cast<const float4*>(xs)[2 * v + 1];
   x[0] = a.x; x[1] = a.y; x[2] = a.z; x[3] = a.w; x[4] = b.x; x[5] = b.y; x[6] = b.z; x[7] = b.w;
