@@ -128,6 +128,8 @@ def time_launches(launches: list, device: str, repeats: int = 20) -> tuple[float
     back to back (a cross-check that the graph really holds the kernels), both timed with CUDA
     events. (0, 0) off the GPU (the CPU tests run the harness against a torch model)."""
     if torch.device(device).type != "cuda":
+        for launch in launches:  # still run them: the checks must not depend on what timing overwrites
+            launch()
         return 0.0, 0.0
     for launch in launches[: min(3, len(launches))]:
         launch()
@@ -161,11 +163,16 @@ def time_launches(launches: list, device: str, repeats: int = 20) -> tuple[float
     return graph_us, eager_us
 
 
-def result(kind, outs_refs, tol, shape, timing, nbytes, written, extra_ok=True, note="") -> Result:
-    us, us_eager = timing
+def measure(outs_refs) -> tuple[float, float]:
+    """Worst (max_abs, max_rel) over (output, reference) pairs. Called before timing, since the
+    timed launches rotate inputs and overwrite the outputs."""
     errs = [errors(o, r) for o, r in outs_refs]
-    max_abs = max(e[0] for e in errs)
-    max_rel = max(e[1] for e in errs)
+    return max(e[0] for e in errs), max(e[1] for e in errs)
+
+
+def result(kind, errs, tol, shape, timing, nbytes, written, extra_ok=True, note="") -> Result:
+    us, us_eager = timing
+    max_abs, max_rel = errs
     passed = bool(written and extra_ok and max_rel <= tol)
     return Result(kind, max_abs, max_rel, tol, passed, shape, round(us, 2), nbytes,
                   round(nbytes / us / 1e3, 1) if us > 0 else 0.0, written, note, round(us_eager, 2))
@@ -211,8 +218,9 @@ def check_embed(k: TaskKernels, s: Shapes, rnd: Inputs, grid: Grid) -> Result:
     k.embed(table, tokens[0], out)
     sync(rnd.device)
     written = not unwritten(out)
+    errs = measure([(out, table[tokens[0].item()])])
     us = time_launches([lambda t=t: k.embed(table, t, out) for t in tokens], rnd.device)
-    return result("embed", [(out, table[tokens[0].item()])], 0.0, f"[{s.vocab},{s.hidden}] -> [{s.hidden}]",
+    return result("embed", errs, 0.0, f"[{s.vocab},{s.hidden}] -> [{s.hidden}]",
                   us, 2 * s.hidden, written)
 
 
@@ -226,9 +234,11 @@ def check_rmsnorm_gemv(k, s, rnd, grid) -> Result:
     k.rmsnorm_gemv(x, w, s.eps, weights[0], out, tile)
     sync(rnd.device)
     ref = weights[0].double() @ rms_norm_hf(x, w, s.eps)
+    written = not unwritten(out)
+    errs = measure([(out, ref)])
     us = time_launches([lambda W=W: k.rmsnorm_gemv(x, w, s.eps, W, out, tile) for W in weights], rnd.device)
-    return result("rmsnorm_gemv", [(out, ref)], BF16_TOL, f"[{rows},{s.hidden}] tile {tile}", us, nbytes,
-                  not unwritten(out), note="q_proj|kv_a_proj_with_mqa after input_layernorm")
+    return result("rmsnorm_gemv", errs, BF16_TOL, f"[{rows},{s.hidden}] tile {tile}", us, nbytes,
+                  written, note="q_proj|kv_a_proj_with_mqa after input_layernorm")
 
 
 def check_rope_cache(k, s, rnd, grid) -> Result:
@@ -258,9 +268,10 @@ def check_rope_cache(k, s, rnd, grid) -> Result:
     others = torch.arange(s.cache_len, device=rnd.device) != p
     untouched = bool(torch.equal(ckv[others], ckv_before[others]) and torch.equal(kpe[others], kpe_before[others]))
     written = not (unwritten(q_pe) or unwritten(ckv[p]) or unwritten(kpe[p]))
+    errs = measure([(q_pe, q_pe_ref), (ckv[p], ckv_ref), (kpe[p], kpe_ref)])
     us = time_launches([lambda: k.rope_cache(q, kv_a, kv_w, s.eps, cos, sin, pos, q_pe, ckv, kpe)] * 8,
                        rnd.device)
-    return result("rope_cache", [(q_pe, q_pe_ref), (ckv[p], ckv_ref), (kpe[p], kpe_ref)], BF16_TOL,
+    return result("rope_cache", errs, BF16_TOL,
                   f"q_pe [{s.heads},{s.rope}], cache row {p} of {s.cache_len}", us, 0, written, untouched,
                   note="other cache rows untouched" if untouched else "OTHER CACHE ROWS CHANGED")
 
@@ -274,9 +285,11 @@ def check_q_absorb(k, s, rnd, grid) -> Result:
     sync(rnd.device)
     w_uk = kv_bs[0].view(s.heads, s.nope + s.v_head, s.kv_lora)[:, : s.nope].double()
     ref = torch.einsum("hd,hdc->hc", q.view(s.heads, -1)[:, : s.nope].double(), w_uk)
+    written = not unwritten(q_lat)
+    errs = measure([(q_lat, ref)])
     us = time_launches([lambda kv_b=kv_b: k.q_absorb(q, kv_b, q_lat) for kv_b in kv_bs], rnd.device)
-    return result("q_absorb", [(q_lat, ref)], 1e-5, f"[{s.heads},{s.nope}] x [{s.heads},{s.nope},{s.kv_lora}]",
-                  us, nbytes, not unwritten(q_lat))
+    return result("q_absorb", errs, 1e-5, f"[{s.heads},{s.nope}] x [{s.heads},{s.nope},{s.kv_lora}]",
+                  us, nbytes, written)
 
 
 def attention_partials_ref(q_lat, q_pe, ckv, kpe, n_pos, chunk_len, scale):
@@ -303,9 +316,10 @@ def check_attention_chunk(k, s, rnd, grid) -> Result:
     sync(rnd.device)
     m_ref, l_ref, o_ref = attention_partials_ref(q_lat, q_pe, ckv, kpe, s.n_pos, s.chunk_len, s.softmax_scale)
     written = not (unwritten(m) or unwritten(l) or unwritten(o))
+    errs = measure([(m, m_ref), (l, l_ref), (o, o_ref)])
     us = time_launches([lambda: k.attention_chunk(q_lat, q_pe, ckv, kpe, n_pos, s.chunk_len, s.softmax_scale,
                                                   m, l, o)] * 8, rnd.device)
-    return result("attention_chunk", [(m, m_ref), (l, l_ref), (o, o_ref)], 1e-4,
+    return result("attention_chunk", errs, 1e-4,
                   f"{s.heads} heads, {s.n_pos} of {s.cache_len} positions, {n_chunks} chunks of {s.chunk_len}",
                   us, s.n_pos * (s.kv_lora + s.rope) * 2, written)
 
@@ -321,9 +335,11 @@ def check_attention_merge(k, s, rnd, grid) -> Result:
     sync(rnd.device)
     weight = torch.exp(m[:-1].double() - m[:-1].double().max(0).values)  # [chunks, heads]
     ref = (weight[..., None] * o[:-1].double()).sum(0) / (weight * l[:-1].double()).sum(0)[:, None]
+    written = not unwritten(out)
+    errs = measure([(out, ref)])
     us = time_launches([lambda: k.attention_merge(m, l, o, out)] * 8, rnd.device)
-    return result("attention_merge", [(out, ref)], 1e-5, f"{n_chunks} chunks (one empty) x {s.heads} heads",
-                  us, 0, not unwritten(out))
+    return result("attention_merge", errs, 1e-5, f"{n_chunks} chunks (one empty) x {s.heads} heads",
+                  us, 0, written)
 
 
 def check_wuv_oproj(k, s, rnd, grid) -> Result:
@@ -342,9 +358,10 @@ def check_wuv_oproj(k, s, rnd, grid) -> Result:
     attn_ref = torch.einsum("hdc,hc->hd", w_uv, out_lat.double()).flatten()
     out_ref = residual.double() + bf16(sets[0][1].double() @ bf16(attn_ref))
     written = not (unwritten(attn_out) or unwritten(out))
+    errs = measure([(attn_out, attn_ref), (out, out_ref)])
     us = time_launches([lambda kv_b=kv_b, o_proj=o_proj: k.wuv_oproj(out_lat, kv_b, o_proj, residual, attn_out, out,
                                                                      16, tile) for kv_b, o_proj in sets], rnd.device)
-    return result("wuv_oproj", [(attn_out, attn_ref), (out, out_ref)], BF16_TOL,
+    return result("wuv_oproj", errs, BF16_TOL,
                   f"W_UV [{s.heads},{s.v_head},{s.kv_lora}] + o_proj [{s.hidden},{n_attn}] + residual",
                   us, nbytes, written, note="two launches per call (W_UV tiles, then o_proj tiles)")
 
@@ -367,9 +384,10 @@ def check_router_topk(k, s, rnd, grid) -> Result:
     same_set = set(idx.tolist()) == set(probs_ref.topk(s.top_k).indices.tolist()) or near_tie
     exact = idx.tolist() == order and torch.equal(weight, probs[idx.long()] * s.routed_scaling)
     written = not (unwritten(probs) or unwritten(idx) or unwritten(weight))
+    errs = measure([(probs, probs_ref)])
     us = time_launches([lambda W=W: k.router_topk(x, w, s.eps, W, s.top_k, s.routed_scaling, probs, idx, weight)
                         for W in routers], rnd.device)
-    return result("router_topk", [(probs, probs_ref)], 1e-5, f"[{s.experts},{s.hidden}] fp32, top-{s.top_k}", us,
+    return result("router_topk", errs, 1e-5, f"[{s.experts},{s.hidden}] fp32, top-{s.top_k}", us,
                   nbytes, written, exact and same_set,
                   note=f"experts {idx.tolist()}; order/weights exact={exact}, same set as reference={same_set}")
 
@@ -395,10 +413,12 @@ def check_expert_gate_up(k, s, rnd, grid) -> Result:
     xn = rms_norm_hf(x, w, s.eps)
     ref = torch.stack([gate_up_ref(gate_up[e, : s.moe_inter], gate_up[e, s.moe_inter:], xn)
                        for e in idx_sets[0].tolist()])
+    written = not unwritten(act)
+    errs = measure([(act, ref)])
     us = time_launches([lambda i=i: launch(i) for i in idx_sets], rnd.device)
-    return result("expert_gate_up", [(act, ref)], 1e-2,
+    return result("expert_gate_up", errs, 1e-2,
                   f"{s.top_k} of {s.experts} experts x [2x{s.moe_inter},{s.hidden}], tile {tile}",
-                  us, s.top_k * stride * 2, not unwritten(act), note="routed; expert ids read on device")
+                  us, s.top_k * stride * 2, written, note="routed; expert ids read on device")
 
 
 def check_mlp_gate_up(k, s, rnd, grid, inter: int, kind: str) -> Result:
@@ -411,10 +431,12 @@ def check_mlp_gate_up(k, s, rnd, grid, inter: int, kind: str) -> Result:
     k.expert_gate_up(x, w, s.eps, sets[0][0], sets[0][1], 0, None, act, tile)
     sync(rnd.device)
     ref = gate_up_ref(sets[0][0], sets[0][1], rms_norm_hf(x, w, s.eps))
+    written = not unwritten(act)
+    errs = measure([(act[0], ref)])
     us = time_launches([lambda g=g, u=u: k.expert_gate_up(x, w, s.eps, g, u, 0, None, act, tile) for g, u in sets],
                        rnd.device)
-    return result(kind, [(act[0], ref)], 1e-2, f"[2x{inter},{s.hidden}], tile {tile}", us, nbytes,
-                  not unwritten(act))
+    return result(kind, errs, 1e-2, f"[2x{inter},{s.hidden}], tile {tile}", us, nbytes,
+                  written)
 
 
 def down_ref(down, idx, topk_weight, act, shared_down, shared_act, residual):
@@ -442,11 +464,13 @@ def check_expert_down(k, s, rnd, grid) -> Result:
     launch(idx_sets[0])
     sync(rnd.device)
     ref = down_ref(down, idx_sets[0], topk_weight, act, shared_down, shared_act, residual)
+    written = not unwritten(out)
+    errs = measure([(out, ref)])
     us = time_launches([lambda i=i: launch(i) for i in idx_sets], rnd.device)
     nbytes = (s.top_k * s.moe_inter + s.shared_inter) * s.hidden * 2
-    return result("expert_down", [(out, ref)], 1e-2,
+    return result("expert_down", errs, 1e-2,
                   f"{s.top_k} x [{s.hidden},{s.moe_inter}] + shared [{s.hidden},{s.shared_inter}] + residual, "
-                  f"tile {tile}", us, nbytes, not unwritten(out), note="deterministic weighted sum, no atomics")
+                  f"tile {tile}", us, nbytes, written, note="deterministic weighted sum, no atomics")
 
 
 def check_dense_down(k, s, rnd, grid) -> Result:
@@ -458,10 +482,12 @@ def check_dense_down(k, s, rnd, grid) -> Result:
     k.expert_down(None, None, None, None, downs[0], act, residual, out, tile)
     sync(rnd.device)
     ref = down_ref(None, None, None, None, downs[0], act, residual)
+    written = not unwritten(out)
+    errs = measure([(out, ref)])
     us = time_launches([lambda d=d: k.expert_down(None, None, None, None, d, act, residual, out, tile)
                         for d in downs], rnd.device)
-    return result("expert_down:dense", [(out, ref)], 1e-2, f"[{s.hidden},{s.dense_inter}] + residual, tile {tile}",
-                  us, nbytes, not unwritten(out), note="layer-0 dense MLP down_proj")
+    return result("expert_down:dense", errs, 1e-2, f"[{s.hidden},{s.dense_inter}] + residual, tile {tile}",
+                  us, nbytes, written, note="layer-0 dense MLP down_proj")
 
 
 def check_lm_head_argmax(k, s, rnd, grid) -> list[Result]:
@@ -481,8 +507,9 @@ def check_lm_head_argmax(k, s, rnd, grid) -> list[Result]:
     partials_ok = bool(torch.equal(part_v, tile_best.values) and
                        torch.equal(part_i.long(), tile_best.indices + torch.arange(n_tiles, device=rnd.device) * tile))
     written = not (unwritten(logits) or unwritten(part_v) or unwritten(part_i))
+    errs = measure([(logits, ref)])
     us = time_launches([lambda: k.lm_head(x, w, s.eps, W, logits, part_v, part_i, tile)] * 4, rnd.device)
-    lm = result("lm_head", [(logits, ref)], BF16_TOL, f"[{s.vocab},{s.hidden}], {n_tiles} tiles of {tile}", us,
+    lm = result("lm_head", errs, BF16_TOL, f"[{s.vocab},{s.hidden}], {n_tiles} tiles of {tile}", us,
                 s.vocab * s.hidden * 2, written, partials_ok, note=f"per-tile argmax partials exact={partials_ok}")
 
     # Second level over the lm_head partials, then over a raw logits vector with a planted tie.
