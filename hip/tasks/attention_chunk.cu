@@ -27,32 +27,60 @@ __device__ void fd_task_attention_chunk(const float* q_lat, const fd_bf16* q_pe,
   for (int i = threadIdx.x; i < kHeads * kRope; i += blockDim.x) q_pe_s[i] = fd_bf16_to_float(q_pe[i]);
   __syncthreads();
 
-  // Scores: one warp per position; lanes split the 576 latent+rope elements in 16-byte pieces.
+  // Scores: a warp takes kScorePositions positions at a time; lanes split each position's 576
+  // latent+rope elements in 16-byte pieces, all issued before the first is used (the rows come
+  // from HBM, so the loads in flight, not the FMAs, set the pace); each q piece read from shared
+  // memory serves every position of the pass.
   constexpr int kLatVec = kLatent / kVecElems, kRopeVec = kRope / kVecElems;
-  for (int t = fd_warp(); t < len; t += fd_num_warps()) {
-    const fd_bf16* ckv = ckv_cache + static_cast<size_t>(t_begin + t) * kLatent;
-    const fd_bf16* kpe = kpe_cache + static_cast<size_t>(t_begin + t) * kRope;
-    float acc[kHeads];
+  constexpr int kRowVec = kLatVec + kRopeVec;
+  constexpr int kVecPerLane = (kRowVec + kWarpSize - 1) / kWarpSize;
+  constexpr int kScorePositions = 2;
+  for (int t = kScorePositions * fd_warp(); t < len; t += kScorePositions * fd_num_warps()) {
+    fd_vec16 kv[kScorePositions][kVecPerLane];
 #pragma unroll
-    for (int h = 0; h < kHeads; ++h) acc[h] = 0.f;
-    for (int v = fd_lane(); v < kLatVec + kRopeVec; v += kWarpSize) {
+    for (int p = 0; p < kScorePositions; ++p) {
+      // Past the end of the chunk: reload its last row (its score is not stored).
+      const size_t row = static_cast<size_t>(t_begin + min(t + p, len - 1));
+#pragma unroll
+      for (int i = 0; i < kVecPerLane; ++i) {
+        const int v = fd_lane() + i * kWarpSize;
+        kv[p][i] = v >= kRowVec   ? fd_vec16{0, 0, 0, 0}
+                   : v < kLatVec ? fd_load16(ckv_cache + row * kLatent + v * kVecElems)
+                                 : fd_load16(kpe_cache + row * kRope + (v - kLatVec) * kVecElems);
+      }
+    }
+    float acc[kScorePositions][kHeads];
+#pragma unroll
+    for (int p = 0; p < kScorePositions; ++p)
+#pragma unroll
+      for (int h = 0; h < kHeads; ++h) acc[p][h] = 0.f;
+#pragma unroll
+    for (int i = 0; i < kVecPerLane; ++i) {
+      const int v = fd_lane() + i * kWarpSize;
+      if (v >= kRowVec) continue;
       const bool rope = v >= kLatVec;
-      float kv[8];
-      fd_unpack8(fd_load16(rope ? kpe + (v - kLatVec) * kVecElems : ckv + v * kVecElems), kv);
       const float* qs = rope ? q_pe_s + (v - kLatVec) * kVecElems : q_lat_s + v * kVecElems;
       const int q_stride = rope ? kRope : kLatent;
+      float k8[kScorePositions][8];
+#pragma unroll
+      for (int p = 0; p < kScorePositions; ++p) fd_unpack8(kv[p][i], k8[p]);
 #pragma unroll
       for (int h = 0; h < kHeads; ++h) {
-        const float* qh = qs + h * q_stride;
+        float q8[8];
+        fd_load_x8(qs + h * q_stride, 0, q8);
 #pragma unroll
-        for (int j = 0; j < 8; ++j) acc[h] = fmaf(qh[j], kv[j], acc[h]);
+        for (int p = 0; p < kScorePositions; ++p)
+#pragma unroll
+          for (int j = 0; j < 8; ++j) acc[p][h] = fmaf(q8[j], k8[p][j], acc[p][h]);
       }
     }
 #pragma unroll
-    for (int h = 0; h < kHeads; ++h) {
-      const float s = fd_warp_sum(acc[h]);
-      if (fd_lane() == 0) prob_s[h * kMaxChunk + t] = s * scale;
-    }
+    for (int p = 0; p < kScorePositions; ++p)
+#pragma unroll
+      for (int h = 0; h < kHeads; ++h) {
+        const float s = fd_warp_sum(acc[p][h]);
+        if (fd_lane() == 0 && t + p < len) prob_s[h * kMaxChunk + t + p] = s * scale;
+      }
   }
   __syncthreads();
 
@@ -77,6 +105,7 @@ __device__ void fd_task_attention_chunk(const float* q_lat, const fd_bf16* q_pe,
   const int cv = threadIdx.x % kLatVec, group = threadIdx.x / kLatVec, groups = blockDim.x / kLatVec;
   for (int h0 = group * kHeadsPerPass; group < groups && h0 < kHeads; h0 += groups * kHeadsPerPass) {
     float acc[kHeadsPerPass][8] = {};
+#pragma unroll 4
     for (int t = 0; t < len; ++t) {
       float kv[8];
       fd_unpack8(fd_load16(ckv_cache + static_cast<size_t>(t_begin + t) * kLatent + cv * kVecElems), kv);

@@ -23,6 +23,7 @@ __device__ void fd_task_attention_merge(const float* part_m, const float* part_l
     const float inv_l = 1.f / fd_block_sum(l);  // fd_block_sum's barrier also publishes weight_s
     for (int col = threadIdx.x; col < kLatent; col += blockDim.x) {
       float acc = 0.f;
+#pragma unroll 8
       for (int c = 0; c < n_chunks; ++c)
         if (weight_s[c] != 0.f)
           acc = fmaf(weight_s[c], part_o[(static_cast<size_t>(c) * kHeads + h) * kLatent + col], acc);

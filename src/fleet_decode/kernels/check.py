@@ -23,6 +23,7 @@ from fleet_decode.kernels.library import TaskKernels, load
 TASK_THREADS = 256        # kTaskThreads in hip/tasks/common.h
 BF16_TOL = 8e-3          # one bf16 ulp at the largest output: its rounding plus one accumulation-order flip
 WARP_ROWS = 2             # kGemvRowsPerPass: rows a warp streams at once
+ROUTER_THREADS = 512      # the router is one block on the critical path: more warps (92 registers each fit 512)
 ROTATE_BYTES = 256 << 20  # weights touched per timed launch sequence: several times the L2 (50-60 MB)
 
 
@@ -42,7 +43,7 @@ class Shapes:
     vocab: int = 102400
     cache_len: int = 1024
     n_pos: int = 1000          # valid cache positions in the attention check (last chunk partial)
-    chunk_len: int = 64
+    chunk_len: int = 32         # 32 chunks: one block each; kMaxChunk (64) bounds it
     eps: float = 1e-6
     routed_scaling: float = 1.0
 
@@ -373,7 +374,7 @@ def check_router_topk(k, s, rnd, grid) -> Result:
     probs = poisoned(s.experts, dtype=torch.float32, device=rnd.device)
     idx = poisoned(s.top_k, dtype=torch.int32, device=rnd.device)
     weight = poisoned(s.top_k, dtype=torch.float32, device=rnd.device)
-    k.router_topk(x, w, s.eps, routers[0], s.top_k, s.routed_scaling, probs, idx, weight)
+    k.router_topk(x, w, s.eps, routers[0], s.top_k, s.routed_scaling, probs, idx, weight, ROUTER_THREADS)
     sync(rnd.device)
     probs_ref = torch.softmax(routers[0].double() @ rms_norm_hf(x, w, s.eps), -1)
     # The chosen experts: exactly the top-k of the kernel's own probabilities (largest first, ties to the
@@ -385,8 +386,8 @@ def check_router_topk(k, s, rnd, grid) -> Result:
     exact = idx.tolist() == order and torch.equal(weight, probs[idx.long()] * s.routed_scaling)
     written = not (unwritten(probs) or unwritten(idx) or unwritten(weight))
     errs = measure([(probs, probs_ref)])
-    us = time_launches([lambda W=W: k.router_topk(x, w, s.eps, W, s.top_k, s.routed_scaling, probs, idx, weight)
-                        for W in routers], rnd.device)
+    us = time_launches([lambda W=W: k.router_topk(x, w, s.eps, W, s.top_k, s.routed_scaling, probs, idx, weight,
+                                                  ROUTER_THREADS) for W in routers], rnd.device)
     return result("router_topk", errs, 1e-5, f"[{s.experts},{s.hidden}] fp32, top-{s.top_k}", us,
                   nbytes, written, exact and same_set,
                   note=f"experts {idx.tolist()}; order/weights exact={exact}, same set as reference={same_set}")
