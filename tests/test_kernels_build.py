@@ -4,6 +4,7 @@ loader declares, and no source outside port.h assumes a warp width, an SM count 
 import os
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -90,6 +91,20 @@ x.cu:24:1: remark:     VGPRs: 10 [-Rpass-analysis=kernel-resource-usage]
 x.cu:24:1: remark:     ScratchSize [bytes/lane]: 16 [-Rpass-analysis=kernel-resource-usage]
 x.cu:24:1: remark:     VGPRs Spill: 3 [-Rpass-analysis=kernel-resource-usage]
 """
+
+
+def test_task_functions_compile_together_for_the_runtime(tmp_path):
+    """The persistent runtime includes every task file in its own translation unit with
+    FD_NO_STANDALONE: the device functions must then coexist without wrappers or launchers."""
+    require_compiler("sm_90a")
+    tc = toolchain("sm_90a")
+    unit = tmp_path / "all_tasks.cu"
+    unit.write_text("#define FD_NO_STANDALONE\n" + "".join(f'#include "{f}"\n' for f in TASK_FILES))
+    obj = tmp_path / "all_tasks.o"
+    result = subprocess.run([tc.compiler, *tc.compile_flags, "-c", str(unit), "-o", str(obj)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "fd_kernel_" not in result.stdout + result.stderr  # no standalone kernel was compiled
 
 
 def test_resource_reports_are_parsed():
