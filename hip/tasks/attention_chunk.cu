@@ -1,10 +1,12 @@
 // Task kind: MLA attention chunk (flash-decoding, absorbed form). For cache positions
-// [t_begin, min(t_end, *n_pos)) and all kHeads heads:
+// [t_begin, min(t_end, n_pos)) and all kHeads heads:
 //   score[h][t] = scale * (q_lat[h] . c_kv[t] + q_pe[h] . k_pe[t])
 // then the chunk's max m[h], sum l[h] = sum_t exp(score - m) and unnormalised
 // o[h] = sum_t exp(score - m) c_kv[t] (kLatent wide), all fp32. The latent cache row is shared
 // by all heads (MQA-like), so each position's 1152 bytes are read once per chunk.
 // A chunk with no valid position writes m = -inf, l = 0, o = 0, which the merge ignores.
+// m[h] and l[h] are written at part_m[h * ml_stride], part_l[h * ml_stride]: separate arrays
+// (stride 1) or the task graph's interleaved (m, l) pairs (part_l = part_m + 1, stride 2).
 // HF (eager) rounds scores and probabilities to bf16; we keep fp32 throughout.
 #include "common.h"
 
@@ -14,17 +16,18 @@ __host__ __device__ constexpr int fd_attention_chunk_smem_bytes() {
   return (kHeads * kLatent + kHeads * kRope + kHeads * kMaxChunk) * 4;
 }
 
-__device__ void fd_task_attention_chunk(const float* q_lat, const fd_bf16* q_pe, const fd_bf16* ckv_cache,
-                                        const fd_bf16* kpe_cache, const int* n_pos, int t_begin, int t_end,
-                                        float scale, float* part_m, float* part_l, float* part_o, void* smem) {
+template <class Act>
+__device__ void fd_task_attention_chunk(const float* q_lat, const Act* q_pe, const fd_bf16* ckv_cache,
+                                        const fd_bf16* kpe_cache, int n_pos, int t_begin, int t_end, float scale,
+                                        float* part_m, float* part_l, int ml_stride, float* part_o, void* smem) {
   float* q_lat_s = static_cast<float*>(smem);      // [kHeads][kLatent]
   float* q_pe_s = q_lat_s + kHeads * kLatent;      // [kHeads][kRope]
   float* prob_s = q_pe_s + kHeads * kRope;         // [kHeads][kMaxChunk]
-  const int t1 = min(t_end, *n_pos);
+  const int t1 = min(t_end, n_pos);
   const int len = max(0, t1 - t_begin);
   for (int i = threadIdx.x; i < kHeads * kLatent / 4; i += blockDim.x)
     reinterpret_cast<float4*>(q_lat_s)[i] = reinterpret_cast<const float4*>(q_lat)[i];
-  for (int i = threadIdx.x; i < kHeads * kRope; i += blockDim.x) q_pe_s[i] = fd_bf16_to_float(q_pe[i]);
+  for (int i = threadIdx.x; i < kHeads * kRope; i += blockDim.x) q_pe_s[i] = fd_to_float(q_pe[i]);
   __syncthreads();
 
   // Scores: a warp takes kScorePositions positions at a time; lanes split each position's 576
@@ -96,7 +99,7 @@ __device__ void fd_task_attention_chunk(const float* q_lat, const fd_bf16* q_pe,
       l += p;
     }
     l = fd_warp_sum(l);
-    if (fd_lane() == 0) { part_m[h] = m; part_l[h] = l; }
+    if (fd_lane() == 0) { part_m[h * ml_stride] = m; part_l[h * ml_stride] = l; }
   }
   __syncthreads();
 
@@ -127,24 +130,30 @@ __device__ void fd_task_attention_chunk(const float* q_lat, const fd_bf16* q_pe,
 
 #ifndef FD_NO_STANDALONE
 // One block per chunk of chunk_len positions; chunk c writes part_*[c].
-__global__ void fd_kernel_attention_chunk(const float* q_lat, const fd_bf16* q_pe, const fd_bf16* ckv_cache,
-                                          const fd_bf16* kpe_cache, const int* n_pos, int chunk_len, float scale,
+template <class Act>
+__global__ void fd_kernel_attention_chunk(const float* q_lat, const Act* q_pe, const fd_bf16* ckv_cache,
+                                          const fd_bf16* kpe_cache, int n_pos, int chunk_len, float scale,
                                           float* part_m, float* part_l, float* part_o) {
   extern __shared__ __align__(16) unsigned char fd_smem[];
   const int c = blockIdx.x;
   fd_task_attention_chunk(q_lat, q_pe, ckv_cache, kpe_cache, n_pos, c * chunk_len, (c + 1) * chunk_len, scale,
-                          part_m + c * kHeads, part_l + c * kHeads, part_o + static_cast<size_t>(c) * kHeads * kLatent,
-                          fd_smem);
+                          part_m + c * kHeads, part_l + c * kHeads, 1,
+                          part_o + static_cast<size_t>(c) * kHeads * kLatent, fd_smem);
 }
 
 FD_EXPORT int fd_launch_attention_chunk(const float* q_lat, const void* q_pe, const void* ckv_cache,
-                                        const void* kpe_cache, const int* n_pos, int n_chunks, int chunk_len,
-                                        float scale, float* part_m, float* part_l, float* part_o, void* stream) {
+                                        const void* kpe_cache, int n_pos, int n_chunks, int chunk_len, float scale,
+                                        float* part_m, float* part_l, float* part_o, int f32, void* stream) {
   if (chunk_len <= 0 || chunk_len > kMaxChunk || kTaskThreads < kLatent / kVecElems) return -1;
-  fd_kernel_attention_chunk<<<n_chunks, kTaskThreads, fd_attention_chunk_smem_bytes(),
-                              static_cast<fd_stream_t>(stream)>>>(
-      q_lat, static_cast<const fd_bf16*>(q_pe), static_cast<const fd_bf16*>(ckv_cache),
-      static_cast<const fd_bf16*>(kpe_cache), n_pos, chunk_len, scale, part_m, part_l, part_o);
+  const fd_bf16* ckv = static_cast<const fd_bf16*>(ckv_cache);
+  const fd_bf16* kpe = static_cast<const fd_bf16*>(kpe_cache);
+  auto s = static_cast<fd_stream_t>(stream);
+  if (f32)
+    fd_kernel_attention_chunk<<<n_chunks, kTaskThreads, fd_attention_chunk_smem_bytes(), s>>>(
+        q_lat, static_cast<const float*>(q_pe), ckv, kpe, n_pos, chunk_len, scale, part_m, part_l, part_o);
+  else
+    fd_kernel_attention_chunk<<<n_chunks, kTaskThreads, fd_attention_chunk_smem_bytes(), s>>>(
+        q_lat, static_cast<const fd_bf16*>(q_pe), ckv, kpe, n_pos, chunk_len, scale, part_m, part_l, part_o);
   return static_cast<int>(fd_get_last_error());
 }
 #endif
