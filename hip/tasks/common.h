@@ -85,11 +85,6 @@ __device__ __forceinline__ void fd_store_x8(float* xs, int v, const float x[8]) 
   reinterpret_cast<float4*>(xs)[2 * v + 1] = make_float4(x[4], x[5], x[6], x[7]);
 }
 
-// RMSNorm as HF's DeepseekV2RMSNorm: fp32 mean of squares, x * rsqrt(var + eps) cast back to
-// the input's type (bf16: rounded), times the bf16 weight, stored as Out (bf16: rounded again).
-// For an fp32 input that is x * rsqrt(var + eps) * w in fp32. Without a weight
-// (weight == nullptr) it converts x to Out. Writes n values to out (shared or global memory);
-// n must be a multiple of 8. Ends with a barrier, so out is ready for every thread.
 // n values of x converted to Out (shared or global memory), then a barrier; n a multiple of 8.
 template <class In, class Out>
 __device__ __forceinline__ void fd_stage(const In* x, int n, Out* out) {
@@ -101,6 +96,11 @@ __device__ __forceinline__ void fd_stage(const In* x, int n, Out* out) {
   __syncthreads();
 }
 
+// RMSNorm as HF's DeepseekV2RMSNorm: fp32 mean of squares, x * rsqrt(var + eps) cast back to
+// the input's type (bf16: rounded), times the bf16 weight, stored as Out (bf16: rounded again).
+// For an fp32 input that is x * rsqrt(var + eps) * w in fp32. Without a weight
+// (weight == nullptr) it converts x to Out. Writes n values to out (shared or global memory);
+// n must be a multiple of 8. Ends with a barrier, so out is ready for every thread.
 template <class In, class Out>
 __device__ __forceinline__ void fd_rmsnorm(const In* x, const fd_bf16* weight, float eps, int n, Out* out) {
   if (weight == nullptr) return fd_stage(x, n, out);
