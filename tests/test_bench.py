@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from fleet_decode.bench import contenders as contenders_module
-from fleet_decode.bench import plots, run_bench
+from fleet_decode.bench import headline, plots, run_bench
 from fleet_decode.bench.__main__ import main as bench_main
 from fleet_decode.bench.static_step import StaticStep
 from fleet_decode.bench.timing import STEADY_FROM_STEP, latency_summary
@@ -157,6 +157,18 @@ def test_cli_writes_the_report_plots(cli_result):
         assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 5000
     assert plots.latency_png(result, prompt_length=LENGTHS[0]).startswith(b"\x89PNG")
     assert [name for name, _, _ in plots.measured(result)] == ["hf_eager", "reference_eager"]
+
+
+def test_headline_picks_the_preferred_measured_contender(cli_result):
+    result, _ = cli_result
+    top = headline(result)
+    assert top["prompt_length"] == 24 and top["timed"] == "hf_eager"  # reference_graph is unavailable on a CPU
+    entry = result["contenders"]["hf_eager"]["lengths"]["24"]
+    assert top["p50_ms"] == entry["p50_ms"] and top["hf_eager_p50_ms"] == entry["p50_ms"]
+    assert top["floor_ms"] == result["lengths"]["24"]["floor_ms"]
+    assert headline(result, prefer=("reference_eager",), prompt_length=16)["timed"] == "reference_eager"
+    with pytest.raises(ValueError, match="no contender"):
+        headline(result, prefer=("megakernel",))
 
 
 def test_megakernel_protocol_per_step_and_total(tiny):

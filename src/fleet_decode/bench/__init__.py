@@ -8,6 +8,6 @@ torch.compile, side by side in one process, against the floor of reading the byt
 CLI: python -m fleet_decode.bench --help. What is measured and how: docs/bench.md.
 """
 
-from fleet_decode.bench.run import SCHEMA, STEP_CONTENDERS, run_bench
+from fleet_decode.bench.run import SCHEMA, STEP_CONTENDERS, headline, run_bench
 
-__all__ = ["SCHEMA", "STEP_CONTENDERS", "run_bench"]
+__all__ = ["SCHEMA", "STEP_CONTENDERS", "headline", "run_bench"]

@@ -114,8 +114,7 @@ def measure_steps(contender, ids, settings: Settings) -> dict:
             clock.mark()
         runs_ms.append(clock.step_ms())
         runs_tokens.append(contender.tokens())
-    entry = {"step_ms": runs_ms, **latency_summary(runs_ms), "tokens": runs_tokens[0],
-             "runs_agree": all(t == runs_tokens[0] for t in runs_tokens)}
+    entry = timed_runs(runs_ms, runs_tokens)
     contender.start(ids)
     for _ in range(STEADY_FROM_STEP):
         contender.step()
@@ -125,6 +124,12 @@ def measure_steps(contender, ids, settings: Settings) -> dict:
     if hasattr(contender, "details"):
         entry["details"] = contender.details()
     return entry
+
+
+def timed_runs(runs_ms: list[list[float]], runs_tokens: list[list[int]]) -> dict:
+    """Every run's step times, their statistics, and the first run's tokens (all runs should agree)."""
+    return {"step_ms": runs_ms, **latency_summary(runs_ms), "tokens": runs_tokens[0],
+            "runs_agree": all(t == runs_tokens[0] for t in runs_tokens)}
 
 
 def launches(ops: dict | None, steps: int, method: str) -> dict:
@@ -151,8 +156,7 @@ def measure_megakernel(megakernel, model, ids, settings: Settings) -> dict:
             raise ValueError(f"megakernel returned {len(step_ms)} step times for {n} steps")
         runs_ms.append([float(ms) for ms in step_ms])
         runs_tokens.append([int(t) for t in result.tokens])
-    entry = {"step_ms": runs_ms, **latency_summary(runs_ms), "tokens": runs_tokens[0], "per_step_timing": per_step,
-             "runs_agree": all(t == runs_tokens[0] for t in runs_tokens)}
+    entry = timed_runs(runs_ms, runs_tokens) | {"per_step_timing": per_step}
     reported = getattr(result, "launches", None)
     if reported is not None:
         entry |= {"launches_per_token": reported / n, "launches_method": "reported by the megakernel"}
@@ -280,3 +284,22 @@ def derive(result: dict) -> None:
             if "p50_ms" in reference:
                 entry["speedup_vs_hf_eager"] = reference["p50_ms"] / entry["p50_ms"]
                 entry["tokens_equal_hf_eager"] = sum(a == b for a, b in zip(entry["tokens"], reference["tokens"]))
+
+
+def headline(result: dict, prompt_length: int | None = None,
+             prefer=("megakernel", "reference_graph", "hf_static_compile", "hf_eager", "reference_eager")) -> dict:
+    """The few numbers an evidence envelope leads with: those of the first measured contender in
+    `prefer`, at `prompt_length` (default: the one nearest 1,024), plus HF eager's and the floor."""
+    lengths = result["prompt_lengths"]
+    length = str(prompt_length or min(lengths, key=lambda L: abs(L - 1024)))
+    name = next((n for n in prefer if "p50_ms" in result["contenders"].get(n, {}).get("lengths", {}).get(length, {})), None)
+    if name is None:
+        raise ValueError(f"no contender was measured at prompt length {length}")
+    entry, facts = result["contenders"][name]["lengths"][length], result["lengths"][length]
+    baseline = result["contenders"].get(BASELINE, {}).get("lengths", {}).get(length, {})
+    return {"timed": name, "prompt_length": int(length), "p50_ms": entry["p50_ms"], "p95_ms": entry["p95_ms"],
+            "tokens_per_s": entry["tokens_per_s"], "launches_per_token": entry.get("launches_per_token"),
+            "bytes_per_token": facts["bytes_per_token"], "floor_ms": facts["floor_ms"],
+            "achieved_tb_s": entry["achieved_tb_s"], "percent_of_floor": entry["percent_of_floor"],
+            "copy_bandwidth_bytes_per_s": result["copy_bandwidth"]["bytes_per_s"],
+            "hf_eager_p50_ms": baseline.get("p50_ms"), "speedup_vs_hf_eager": entry.get("speedup_vs_hf_eager")}
