@@ -87,7 +87,8 @@ Subsystem sftp internal-sftp
 def host_entry(**overrides) -> dict:
     """A small, fast host running the CPU simulator on the tiny model."""
     entry = {"transport": "local", "backend": "sim", "model": "tiny", "workdir": ".work/hosts/cpu",
-             "python": sys.executable, "prompt_tokens": 16, "decode_tokens": 2, "workers": 2}
+             "python": sys.executable, "prompt_tokens": 16, "decode_tokens": 3, "workers": 2,
+             "bench_runs": 1}
     entry.update(overrides)
     return entry
 

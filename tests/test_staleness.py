@@ -54,7 +54,7 @@ def test_template_edit_reruns_only_the_report(clone):
 
 def test_changed_host_setting_makes_that_hosts_evidence_stale(clone):
     config = clone / "config" / "config.yaml"
-    config.write_text(config.read_text().replace("decode_tokens: 2", "decode_tokens: 3"))
+    config.write_text(config.read_text().replace("decode_tokens: 3", "decode_tokens: 4"))
     jobs = dry_run(clone)
     assert set(jobs) == {"m0_host", *DECODER_JOBS}
     assert "config decode_tokens changed" in (clone / ".work/triggers/cpu/m4/e2e.json.trigger").read_text()

@@ -2,7 +2,8 @@
 
 backend "sim": the CPU simulator running the encoded task graph (fleet_decode.sim).
 backend "gpu": the persistent megakernel (fleet_decode.kernels.megakernel), which offers the same
-calls plus `build(arch, compiler) -> {compiler, flags, sha256, registers, spills, ...}`.
+calls plus `build(arch, compiler) -> {compiler, flags, sha256, registers, spills, ...}` and
+`bench_contender(hf_model)` -> an object with the bench protocol of docs/bench.md (`decode`).
 Either fails with one line naming the missing module or function.
 
 Decode alignment the milestones rely on: `simulate(model, prompt, n)` runs HF's prefill, then n
@@ -38,6 +39,10 @@ class Backend:
         if self.name == "sim":
             return {"backend": "sim", "built": False, "module": self.module.__file__}
         return self._call("build")(arch=self.arch, compiler=self.compiler)
+
+    def bench_contender(self, model):
+        """What fleet_decode.bench.run_bench times as `megakernel` (gpu only)."""
+        return self._call("bench_contender")(model)
 
     def check_task_kinds(self, model) -> dict:
         return self._call("check_task_kinds")(model, seed=self.seed)

@@ -18,34 +18,38 @@ def _svg(fig) -> str:
     return base64.b64encode(buffer.getvalue()).decode()
 
 
-def _metric(docs, rel, *keys):
+def _bench_at_headline(docs):
+    """{host: (metrics, {contender: its entry at the headline prompt length})} for measured ones."""
     out = {}
     for host, files in docs.items():
-        value = files.get(rel, {}).get("metrics", {})
-        for key in keys:
-            value = value.get(key) if isinstance(value, dict) else None
-        if value is not None:
-            out[host] = value
+        metrics = files.get("bench/bench.json", {}).get("metrics", {})
+        if "bench" not in metrics:
+            continue
+        length = str(metrics["prompt_length"])
+        entries = {name: record["lengths"][length] for name, record in metrics["bench"]["contenders"].items()
+                   if "p50_ms" in record.get("lengths", {}).get(length, {})}
+        out[host] = (metrics, entries)
     return out
 
 
 def token_latency(docs):
-    runs = _metric(docs, "bench/bench.json", "runs")
-    if not runs:
+    benches = _bench_at_headline(docs)
+    if not benches:
         return None
     fig, ax = plt.subplots(figsize=(6, 3.2))
-    for host, by_name in runs.items():
-        for name, run in by_name.items():
-            if "ms_per_token" in run:
-                ax.plot(range(1, len(run["ms_per_token"]) + 1), run["ms_per_token"], marker="o",
-                        label=f"{host} {name}")
-    ax.set(xlabel="decode step", ylabel="ms per token", title="Per-token latency")
+    for host, (metrics, entries) in benches.items():
+        for name, entry in entries.items():
+            first_run = entry["step_ms"][0]
+            ax.plot(range(len(first_run)), first_run, marker="o", label=f"{host} {name}")
+    ax.set(xlabel="decode step (first run)", ylabel="ms per token", title="Per-token latency")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.legend(fontsize=8)
     return _svg(fig)
 
 
 def layer_error(docs):
-    errors = _metric(docs, "m3/layers.json", "layer_rel_err")
+    errors = {host: files["m3/layers.json"]["metrics"]["layer_rel_err"] for host, files in docs.items()
+              if "layer_rel_err" in files.get("m3/layers.json", {}).get("metrics", {})}
     if not errors:
         return None
     fig, ax = plt.subplots(figsize=(6, 3.2))
@@ -58,34 +62,34 @@ def layer_error(docs):
 
 
 def bandwidth(docs):
-    benches = {h: f["bench/bench.json"]["metrics"] for h, f in docs.items() if "bench/bench.json" in f}
+    benches = _bench_at_headline(docs)
     if not benches:
         return None
     fig, ax = plt.subplots(figsize=(6, 3.2))
     hosts = list(benches)
-    achieved = [m["runs"][m["timed"]]["achieved_bytes_per_s"] / 1e9 for m in benches.values()]
-    copy = [m["copy_bandwidth_bytes_per_s"] / 1e9 for m in benches.values()]
+    achieved = [benches[h][0]["achieved_tb_s"] * 1e3 for h in hosts]
+    copy = [benches[h][0]["copy_bandwidth_bytes_per_s"] / 1e9 for h in hosts]
     x = range(len(hosts))
-    ax.bar([i - 0.2 for i in x], achieved, width=0.4, label="achieved (weights / p50)")
-    ax.bar([i + 0.2 for i in x], copy, width=0.4, label="measured copy bandwidth (floor)")
-    ax.set_xticks(list(x), [f"{h}\n({benches[h]['timed']})" for h in hosts])
+    ax.bar([i - 0.2 for i in x], achieved, width=0.4, label="achieved (bytes per token / p50)")
+    ax.bar([i + 0.2 for i in x], copy, width=0.4, label="measured copy bandwidth (the floor)")
+    ax.set_xticks(list(x), [f"{h}\n({benches[h][0]['timed']})" for h in hosts])
     ax.set(ylabel="GB/s", title="Bandwidth vs floor")
     ax.legend(fontsize=8)
     return _svg(fig)
 
 
 def baselines(docs):
-    runs = _metric(docs, "bench/bench.json", "runs")
-    if not runs:
+    benches = _bench_at_headline(docs)
+    if not benches:
         return None
     fig, ax = plt.subplots(figsize=(6, 3.2))
     labels, values = [], []
-    for host, by_name in runs.items():
-        for name, run in by_name.items():
+    for host, (_, entries) in benches.items():
+        for name, entry in entries.items():
             labels.append(f"{host}\n{name}")
-            values.append(run["p50_ms"])
+            values.append(entry["p50_ms"])
     ax.bar(labels, values)
-    ax.set(ylabel="ms per token (p50, steps >= 2)", title="Baselines")
+    ax.set(ylabel="ms per token (p50, steps >= 2)", title="Contenders")
     return _svg(fig)
 
 
