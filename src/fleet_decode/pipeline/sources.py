@@ -22,7 +22,7 @@ RULE_SOURCES = {
     "m2": ["remote/m2_layer.py", *_ENVELOPE, *_MODEL, *_DECODER],
     "m3": ["remote/m3_layers.py", *_ENVELOPE, *_MODEL, *_DECODER],
     "m4": ["remote/m4_e2e.py", *_ENVELOPE, *_MODEL, *_DECODER],
-    "bench": ["remote/bench.py", *_ENVELOPE, *_MODEL, *_DECODER],
+    "bench": ["remote/bench.py", "src/fleet_decode/bench", *_ENVELOPE, *_MODEL, *_DECODER],
     "report": ["report_templates", "src/fleet_decode/report"],
 }
 
