@@ -1,0 +1,273 @@
+// Portability layer: the only file in hip/ that includes a vendor runtime header.
+// Everything device-side that differs between CUDA (nvcc, sm_90a) and HIP (hipcc, gfx90a/gfx942)
+// lives here: the bf16 storage type and its conversions, acquire/release atomics on int32 event
+// counters, warp-size-agnostic reductions, 16-byte streaming loads and a wall-clock timer.
+#pragma once
+
+#if defined(__HIP_PLATFORM_AMD__) || defined(__HIP__)
+#define FD_HIP 1
+#include <hip/hip_runtime.h>
+#else
+#define FD_CUDA 1
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cuda/atomic>
+#endif
+
+#include <stdint.h>
+
+// ---------------------------------------------------------------------------------------------
+// Host API names used by the launchers.
+#if FD_CUDA
+typedef cudaStream_t fd_stream_t;
+typedef cudaError_t fd_error_t;
+#define fd_success cudaSuccess
+#define fd_get_last_error cudaGetLastError
+#define fd_get_error_string cudaGetErrorString
+#else
+typedef hipStream_t fd_stream_t;
+typedef hipError_t fd_error_t;
+#define fd_success hipSuccess
+#define fd_get_last_error hipGetLastError
+#define fd_get_error_string hipGetErrorString
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// Warp (wavefront) size as a compile-time constant: register arrays and reduction loops are sized
+// from it. nvcc has no predefined macro for it; every NVIDIA architecture has 32-lane warps.
+#if FD_HIP
+#ifdef __AMDGCN_WAVEFRONT_SIZE
+constexpr int kWarpSize = __AMDGCN_WAVEFRONT_SIZE;
+#else
+constexpr int kWarpSize = 64;
+#endif
+#else
+constexpr int kWarpSize = 32;
+#endif
+// The largest block any launcher uses; sizes the per-warp scratch of block reductions.
+constexpr int kMaxBlockThreads = 1024;
+constexpr int kMaxWarpsPerBlock = kMaxBlockThreads / kWarpSize;
+
+__device__ __forceinline__ int fd_lane() { return threadIdx.x % kWarpSize; }
+__device__ __forceinline__ int fd_warp() { return threadIdx.x / kWarpSize; }
+__device__ __forceinline__ int fd_num_warps() { return blockDim.x / kWarpSize; }
+
+// ---------------------------------------------------------------------------------------------
+// bf16 is stored as its raw 16 bits so that host code, ctypes and both compilers agree on layout.
+typedef uint16_t fd_bf16;
+
+__device__ __forceinline__ float fd_bits_to_float(uint32_t bits) { return __uint_as_float(bits); }
+
+__device__ __forceinline__ float fd_bf16_to_float(fd_bf16 h) {
+  return fd_bits_to_float(static_cast<uint32_t>(h) << 16);
+}
+
+// Round to nearest even, NaN stays NaN: the same rounding as torch's .to(torch.bfloat16).
+__device__ __forceinline__ fd_bf16 fd_float_to_bf16(float f) {
+#if FD_CUDA
+  return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+#else
+  uint32_t u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<fd_bf16>((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<fd_bf16>(u >> 16);
+#endif
+}
+
+// Rounds a float through bf16 and back: how HF's bf16 activations are stored between ops.
+__device__ __forceinline__ float fd_round_bf16(float f) { return fd_bf16_to_float(fd_float_to_bf16(f)); }
+
+// The two bf16 halves of a 32-bit word (element 0 in the low half, little-endian).
+__device__ __forceinline__ float fd_bf16_lo(uint32_t w) { return fd_bits_to_float(w << 16); }
+__device__ __forceinline__ float fd_bf16_hi(uint32_t w) { return fd_bits_to_float(w & 0xffff0000u); }
+
+// ---------------------------------------------------------------------------------------------
+// 16-byte vector loads. fd_load_stream16 is for weights only (data no task ever writes): it
+// takes the read-only path and skips L1 (each weight is read once per token), and the compiler
+// may reorder it freely, also across event waits.
+struct alignas(16) fd_vec16 {
+  uint32_t x, y, z, w;
+};
+
+__device__ __forceinline__ fd_vec16 fd_load_stream16(const void* p) {
+  fd_vec16 v;
+#if FD_CUDA
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+#else
+  const uint32_t* q = static_cast<const uint32_t*>(p);
+  typedef uint32_t u32x4 __attribute__((ext_vector_type(4)));
+  u32x4 t = __builtin_nontemporal_load(reinterpret_cast<const u32x4*>(q));
+  v.x = t.x; v.y = t.y; v.z = t.z; v.w = t.w;
+#endif
+  return v;
+}
+
+// Activations (written earlier by another task, re-read by many blocks): a plain cached load.
+__device__ __forceinline__ fd_vec16 fd_load16(const void* p) {
+  return *static_cast<const fd_vec16*>(p);
+}
+
+__device__ __forceinline__ void fd_store16(void* p, fd_vec16 v) { *static_cast<fd_vec16*>(p) = v; }
+
+// ---------------------------------------------------------------------------------------------
+// Event counters: int32, device (agent) scope. A producer publishes its output with a release
+// add; a consumer polls with acquire loads, so the producer's writes are visible after the wait.
+__device__ __forceinline__ int fd_load_acquire(const int* p) {
+#if FD_CUDA
+  cuda::atomic_ref<int, cuda::thread_scope_device> a(*const_cast<int*>(p));
+  return a.load(cuda::memory_order_acquire);
+#else
+  return __hip_atomic_load(p, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_AGENT);
+#endif
+}
+
+__device__ __forceinline__ void fd_store_release(int* p, int v) {
+#if FD_CUDA
+  cuda::atomic_ref<int, cuda::thread_scope_device> a(*p);
+  a.store(v, cuda::memory_order_release);
+#else
+  __hip_atomic_store(p, v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_AGENT);
+#endif
+}
+
+__device__ __forceinline__ int fd_atomic_add_release(int* p, int v) {
+#if FD_CUDA
+  cuda::atomic_ref<int, cuda::thread_scope_device> a(*p);
+  return a.fetch_add(v, cuda::memory_order_release);
+#else
+  return __hip_atomic_fetch_add(p, v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_AGENT);
+#endif
+}
+
+// System scope (host-visible): the watchdog's error block is read by the host while the
+// persistent kernel may still be running.
+__device__ __forceinline__ void fd_store_release_system(int* p, int v) {
+#if FD_CUDA
+  cuda::atomic_ref<int, cuda::thread_scope_system> a(*p);
+  a.store(v, cuda::memory_order_release);
+#else
+  __hip_atomic_store(p, v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// Wall-clock timer for the watchdog. fd_wall_ticks() is monotonic; the host converts with
+// fd_wall_ticks_per_second (nanoseconds on NVIDIA's globaltimer, the device's constant
+// real-time clock on AMD: hipDeviceAttributeWallClockRate, 100 MHz on gfx90a/gfx942).
+__device__ __forceinline__ uint64_t fd_wall_ticks() {
+#if FD_CUDA
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+#else
+  return __builtin_amdgcn_s_memrealtime();
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reductions. Warp-level with xor shuffles over kWarpSize lanes; block-level through one float
+// per warp in shared memory. Every thread of the block must call the block versions.
+__device__ __forceinline__ float fd_shfl_xor(float v, int lane_mask) {
+#if FD_CUDA
+  return __shfl_xor_sync(0xffffffffu, v, lane_mask, kWarpSize);
+#else
+  return __shfl_xor(v, lane_mask, kWarpSize);
+#endif
+}
+
+__device__ __forceinline__ int fd_shfl_xor(int v, int lane_mask) {
+#if FD_CUDA
+  return __shfl_xor_sync(0xffffffffu, v, lane_mask, kWarpSize);
+#else
+  return __shfl_xor(v, lane_mask, kWarpSize);
+#endif
+}
+
+// Orders shared-memory accesses among the lanes of one warp.
+__device__ __forceinline__ void fd_sync_warp() {
+#if FD_CUDA
+  __syncwarp();
+#else
+  __builtin_amdgcn_fence(__ATOMIC_SEQ_CST, "wavefront");
+  __builtin_amdgcn_wave_barrier();
+#endif
+}
+
+__device__ __forceinline__ float fd_warp_sum(float v) {
+#pragma unroll
+  for (int m = kWarpSize / 2; m > 0; m >>= 1) v += fd_shfl_xor(v, m);
+  return v;
+}
+
+__device__ __forceinline__ float fd_warp_max(float v) {
+#pragma unroll
+  for (int m = kWarpSize / 2; m > 0; m >>= 1) v = fmaxf(v, fd_shfl_xor(v, m));
+  return v;
+}
+
+// (value, index) pair: the larger value wins; on a tie the lower index wins (torch.argmax's
+// first-occurrence rule). NaN is treated as larger than everything, as torch.argmax does.
+struct fd_argmax_pair {
+  float value;
+  int index;
+};
+
+__device__ __forceinline__ bool fd_argmax_better(float v, int i, float best_v, int best_i) {
+  bool v_nan = v != v, b_nan = best_v != best_v;
+  if (v_nan || b_nan) return v_nan && (!b_nan || i < best_i);
+  return v > best_v || (v == best_v && i < best_i);
+}
+
+__device__ __forceinline__ fd_argmax_pair fd_warp_argmax(fd_argmax_pair p) {
+#pragma unroll
+  for (int m = kWarpSize / 2; m > 0; m >>= 1) {
+    float ov = fd_shfl_xor(p.value, m);
+    int oi = fd_shfl_xor(p.index, m);
+    if (fd_argmax_better(ov, oi, p.value, p.index)) { p.value = ov; p.index = oi; }
+  }
+  return p;
+}
+
+__device__ __forceinline__ float fd_block_sum(float v) {
+  __shared__ float partial[kMaxWarpsPerBlock];
+  v = fd_warp_sum(v);
+  __syncthreads();  // partial[] may still be read by a previous call
+  if (fd_lane() == 0) partial[fd_warp()] = v;
+  __syncthreads();
+  float total = 0.f;
+  for (int w = 0; w < fd_num_warps(); ++w) total += partial[w];
+  return total;
+}
+
+__device__ __forceinline__ float fd_block_max(float v) {
+  __shared__ float partial[kMaxWarpsPerBlock];
+  v = fd_warp_max(v);
+  __syncthreads();
+  if (fd_lane() == 0) partial[fd_warp()] = v;
+  __syncthreads();
+  float best = partial[0];
+  for (int w = 1; w < fd_num_warps(); ++w) best = fmaxf(best, partial[w]);
+  return best;
+}
+
+__device__ __forceinline__ fd_argmax_pair fd_block_argmax(fd_argmax_pair p) {
+  __shared__ float partial_v[kMaxWarpsPerBlock];
+  __shared__ int partial_i[kMaxWarpsPerBlock];
+  p = fd_warp_argmax(p);
+  __syncthreads();
+  if (fd_lane() == 0) { partial_v[fd_warp()] = p.value; partial_i[fd_warp()] = p.index; }
+  __syncthreads();
+  fd_argmax_pair best = {partial_v[0], partial_i[0]};
+  for (int w = 1; w < fd_num_warps(); ++w)
+    if (fd_argmax_better(partial_v[w], partial_i[w], best.value, best.index)) {
+      best.value = partial_v[w];
+      best.index = partial_i[w];
+    }
+  return best;
+}
+
+// Exported by every launcher: 0 on success, else the runtime's error code (cudaError_t /
+// hipError_t), so the Python side can name it with fd_error_string.
+#define FD_EXPORT extern "C" __attribute__((visibility("default")))

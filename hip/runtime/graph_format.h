@@ -1,0 +1,203 @@
+/* GENERATED from src/fleet_decode/graph/format.py by
+ *   python -m fleet_decode.graph --c-header hip/runtime/graph_format.h
+ * Do not edit: change format.py and regenerate (tests/test_graph_format.py checks they agree).
+ * The meaning of every field is in docs/task-graph.md. All words are int32; floats are stored
+ * as their IEEE-754 binary32 bit pattern (read them with a bitcast). */
+#pragma once
+#define FD_GRAPH_MAGIC 0x46445447
+#define FD_GRAPH_VERSION 1
+#define FD_NONE (-1)
+#define FD_MAX_INPUTS 4
+#define FD_MAX_BUFFERS 6
+#define FD_MAX_WEIGHTS 4
+#define FD_MAX_ARGS 2
+#define FD_HEADER_WORDS 40
+#define FD_TASK_WORDS 32
+#define FD_EVENT_WORDS 2
+#define FD_BUFFER_WORDS 4
+#define FD_WEIGHT_WORDS 5
+
+enum fd_kind {
+    FD_KIND_EMBED = 1,
+    FD_KIND_RMSNORM_GEMV = 2,
+    FD_KIND_ROPE_Q_ABSORB = 3,
+    FD_KIND_CACHE_APPEND = 4,
+    FD_KIND_ATTN_CHUNK = 5,
+    FD_KIND_ATTN_MERGE_UV = 6,
+    FD_KIND_O_PROJ_RESIDUAL = 7,
+    FD_KIND_ROUTER = 8,
+    FD_KIND_GATE_UP = 9,
+    FD_KIND_DOWN_ACCUM = 10,
+    FD_KIND_EXPERT_GATE_UP = 11,
+    FD_KIND_EXPERT_DOWN_ACCUM = 12,
+    FD_KIND_LM_HEAD = 13,
+    FD_KIND_ARGMAX = 14,
+};
+enum fd_dtype {
+    FD_DTYPE_F32 = 0,
+    FD_DTYPE_I32 = 1,
+    FD_DTYPE_MODEL = 2,
+};
+enum fd_persistence {
+    FD_PERSIST_STEP = 0,
+    FD_PERSIST_LOG = 1,
+};
+enum fd_header_word {
+    FD_H_MAGIC = 0,
+    FD_H_VERSION = 1,
+    FD_H_HEADER_WORDS = 2,
+    FD_H_TASK_WORDS = 3,
+    FD_H_EVENT_WORDS = 4,
+    FD_H_BUFFER_WORDS = 5,
+    FD_H_WEIGHT_WORDS = 6,
+    FD_H_N_TASKS = 7,
+    FD_H_N_EVENTS = 8,
+    FD_H_N_BUFFERS = 9,
+    FD_H_N_WEIGHTS = 10,
+    FD_H_N_WORKERS = 11,
+    FD_H_TASKS_AT = 12,
+    FD_H_EVENTS_AT = 13,
+    FD_H_BUFFERS_AT = 14,
+    FD_H_WEIGHTS_AT = 15,
+    FD_H_WORKER_OFFSETS_AT = 16,
+    FD_H_WORKER_TASKS_AT = 17,
+    FD_H_TOTAL_WORDS = 18,
+    FD_H_HIDDEN = 19,
+    FD_H_N_HEADS = 20,
+    FD_H_QK_NOPE = 21,
+    FD_H_QK_ROPE = 22,
+    FD_H_V_HEAD = 23,
+    FD_H_KV_RANK = 24,
+    FD_H_N_EXPERTS = 25,
+    FD_H_TOP_K = 26,
+    FD_H_MOE_INTER = 27,
+    FD_H_VOCAB = 28,
+    FD_H_FIRST_LAYER = 29,
+    FD_H_N_LAYERS = 30,
+    FD_H_HAS_HEAD = 31,
+    FD_H_MAX_POSITIONS = 32,
+    FD_H_MAX_STEPS = 33,
+    FD_H_RMS_EPS_F32 = 34,
+    FD_H_ATTN_SCALE_F32 = 35,
+    FD_H_ROUTED_SCALING_F32 = 36,
+    FD_H_NORM_TOPK_PROB = 37,
+};
+enum fd_task_word {
+    FD_T_KIND = 0,
+    FD_T_LAYER = 1,
+    FD_T_TILE_BEGIN = 2,
+    FD_T_TILE_END = 3,
+    FD_T_SLOT = 4,
+    FD_T_OUT_EVENT = 5,
+    FD_T_N_INPUTS = 6,
+    FD_T_IN0_EVENT = 7,
+    FD_T_IN0_LAG = 8,
+    FD_T_IN1_EVENT = 9,
+    FD_T_IN1_LAG = 10,
+    FD_T_IN2_EVENT = 11,
+    FD_T_IN2_LAG = 12,
+    FD_T_IN3_EVENT = 13,
+    FD_T_IN3_LAG = 14,
+    FD_T_BUF0 = 15,
+    FD_T_BUF1 = 16,
+    FD_T_BUF2 = 17,
+    FD_T_BUF3 = 18,
+    FD_T_BUF4 = 19,
+    FD_T_BUF5 = 20,
+    FD_T_WT0 = 21,
+    FD_T_WT1 = 22,
+    FD_T_WT2 = 23,
+    FD_T_WT3 = 24,
+    FD_T_ARG0 = 25,
+    FD_T_ARG1 = 26,
+    FD_T_COST = 27,
+};
+enum fd_event_word {
+    FD_E_TRIGGERS = 0,
+    FD_E_LAYER = 1,
+};
+enum fd_buffer_word {
+    FD_B_DTYPE = 0,
+    FD_B_ROWS = 1,
+    FD_B_COLS = 2,
+    FD_B_PERSISTENCE = 3,
+};
+enum fd_weight_word {
+    FD_W_DTYPE = 0,
+    FD_W_NDIM = 1,
+    FD_W_DIM0 = 2,
+    FD_W_DIM1 = 3,
+    FD_W_DIM2 = 4,
+};
+
+/* Operand positions per kind: FD_<KIND>_BUF_<NAME> indexes BUF0.., _WT_ WT0.., _ARG_ ARG0.. */
+#define FD_EMBED_BUF_TOKENS 0
+#define FD_EMBED_BUF_OUT 1
+#define FD_EMBED_WT_EMBED 0
+#define FD_RMSNORM_GEMV_BUF_X 0
+#define FD_RMSNORM_GEMV_BUF_Y 1
+#define FD_RMSNORM_GEMV_WT_NORM 0
+#define FD_RMSNORM_GEMV_WT_MATRIX 1
+#define FD_ROPE_Q_ABSORB_BUF_Q 0
+#define FD_ROPE_Q_ABSORB_BUF_Q_LAT 1
+#define FD_ROPE_Q_ABSORB_BUF_Q_PE 2
+#define FD_ROPE_Q_ABSORB_WT_KV_B 0
+#define FD_ROPE_Q_ABSORB_WT_ROPE_COS 1
+#define FD_ROPE_Q_ABSORB_WT_ROPE_SIN 2
+#define FD_CACHE_APPEND_BUF_KV_A 0
+#define FD_CACHE_APPEND_BUF_CKV 1
+#define FD_CACHE_APPEND_BUF_KPE 2
+#define FD_CACHE_APPEND_WT_KV_NORM 0
+#define FD_CACHE_APPEND_WT_ROPE_COS 1
+#define FD_CACHE_APPEND_WT_ROPE_SIN 2
+#define FD_ATTN_CHUNK_BUF_Q_LAT 0
+#define FD_ATTN_CHUNK_BUF_Q_PE 1
+#define FD_ATTN_CHUNK_BUF_CKV 2
+#define FD_ATTN_CHUNK_BUF_KPE 3
+#define FD_ATTN_CHUNK_BUF_PART_O 4
+#define FD_ATTN_CHUNK_BUF_PART_ML 5
+#define FD_ATTN_MERGE_UV_BUF_PART_O 0
+#define FD_ATTN_MERGE_UV_BUF_PART_ML 1
+#define FD_ATTN_MERGE_UV_BUF_ATTN_OUT 2
+#define FD_ATTN_MERGE_UV_WT_KV_B 0
+#define FD_ATTN_MERGE_UV_ARG_N_CHUNKS 0
+#define FD_O_PROJ_RESIDUAL_BUF_ATTN_OUT 0
+#define FD_O_PROJ_RESIDUAL_BUF_RESIDUAL 1
+#define FD_O_PROJ_RESIDUAL_BUF_H_ATTN 2
+#define FD_O_PROJ_RESIDUAL_BUF_H_OUT 3
+#define FD_O_PROJ_RESIDUAL_WT_O_PROJ 0
+#define FD_ROUTER_BUF_X 0
+#define FD_ROUTER_BUF_ROUTE_IDX 1
+#define FD_ROUTER_BUF_ROUTE_W 2
+#define FD_ROUTER_WT_NORM 0
+#define FD_ROUTER_WT_ROUTER 1
+#define FD_GATE_UP_BUF_X 0
+#define FD_GATE_UP_BUF_ACT 1
+#define FD_GATE_UP_WT_NORM 0
+#define FD_GATE_UP_WT_GATE 1
+#define FD_GATE_UP_WT_UP 2
+#define FD_DOWN_ACCUM_BUF_ACT 0
+#define FD_DOWN_ACCUM_BUF_H_OUT 1
+#define FD_DOWN_ACCUM_WT_DOWN 0
+#define FD_EXPERT_GATE_UP_BUF_X 0
+#define FD_EXPERT_GATE_UP_BUF_ROUTE_IDX 1
+#define FD_EXPERT_GATE_UP_BUF_ACT 2
+#define FD_EXPERT_GATE_UP_WT_NORM 0
+#define FD_EXPERT_GATE_UP_WT_GATE_UP 1
+#define FD_EXPERT_DOWN_ACCUM_BUF_ACT 0
+#define FD_EXPERT_DOWN_ACCUM_BUF_ROUTE_IDX 1
+#define FD_EXPERT_DOWN_ACCUM_BUF_ROUTE_W 2
+#define FD_EXPERT_DOWN_ACCUM_BUF_H_OUT 3
+#define FD_EXPERT_DOWN_ACCUM_WT_DOWN 0
+#define FD_LM_HEAD_BUF_X 0
+#define FD_LM_HEAD_BUF_LOGITS 1
+#define FD_LM_HEAD_BUF_PART_MAX 2
+#define FD_LM_HEAD_BUF_PART_IDX 3
+#define FD_LM_HEAD_WT_NORM 0
+#define FD_LM_HEAD_WT_LM_HEAD 1
+#define FD_ARGMAX_BUF_PART_MAX 0
+#define FD_ARGMAX_BUF_PART_IDX 1
+#define FD_ARGMAX_BUF_TOKENS 2
+#define FD_ARGMAX_ARG_N_TILES 0
+#define FD_DOWN_ACCUM_ACCUMULATES 1 /* adds into BUF h_out */
+#define FD_EXPERT_DOWN_ACCUM_ACCUMULATES 1 /* adds into BUF h_out */

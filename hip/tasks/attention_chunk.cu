@@ -1,0 +1,121 @@
+// Task kind: MLA attention chunk (flash-decoding, absorbed form). For cache positions
+// [t_begin, min(t_end, *n_pos)) and all kHeads heads:
+//   score[h][t] = scale * (q_lat[h] . c_kv[t] + q_pe[h] . k_pe[t])
+// then the chunk's max m[h], sum l[h] = sum_t exp(score - m) and unnormalised
+// o[h] = sum_t exp(score - m) c_kv[t] (kLatent wide), all fp32. The latent cache row is shared
+// by all heads (MQA-like), so each position's 1152 bytes are read once per chunk.
+// A chunk with no valid position writes m = -inf, l = 0, o = 0, which the merge ignores.
+// HF (eager) rounds scores and probabilities to bf16; we keep fp32 throughout.
+#include "common.h"
+
+constexpr int kMaxChunk = 64;  // positions per chunk: the score buffer's size
+
+__host__ __device__ constexpr int fd_attention_chunk_smem_bytes() {
+  return (kHeads * kLatent + kHeads * kRope + kHeads * kMaxChunk) * 4;
+}
+
+__device__ void fd_task_attention_chunk(const float* q_lat, const fd_bf16* q_pe, const fd_bf16* ckv_cache,
+                                        const fd_bf16* kpe_cache, const int* n_pos, int t_begin, int t_end,
+                                        float scale, float* part_m, float* part_l, float* part_o, void* smem) {
+  float* q_lat_s = static_cast<float*>(smem);      // [kHeads][kLatent]
+  float* q_pe_s = q_lat_s + kHeads * kLatent;      // [kHeads][kRope]
+  float* prob_s = q_pe_s + kHeads * kRope;         // [kHeads][kMaxChunk]
+  const int t1 = min(t_end, *n_pos);
+  const int len = max(0, t1 - t_begin);
+  for (int i = threadIdx.x; i < kHeads * kLatent / 4; i += blockDim.x)
+    reinterpret_cast<float4*>(q_lat_s)[i] = reinterpret_cast<const float4*>(q_lat)[i];
+  for (int i = threadIdx.x; i < kHeads * kRope; i += blockDim.x) q_pe_s[i] = fd_bf16_to_float(q_pe[i]);
+  __syncthreads();
+
+  // Scores: one warp per position; lanes split the 576 latent+rope elements in 16-byte pieces.
+  constexpr int kLatVec = kLatent / kVecElems, kRopeVec = kRope / kVecElems;
+  for (int t = fd_warp(); t < len; t += fd_num_warps()) {
+    const fd_bf16* ckv = ckv_cache + static_cast<size_t>(t_begin + t) * kLatent;
+    const fd_bf16* kpe = kpe_cache + static_cast<size_t>(t_begin + t) * kRope;
+    float acc[kHeads];
+#pragma unroll
+    for (int h = 0; h < kHeads; ++h) acc[h] = 0.f;
+    for (int v = fd_lane(); v < kLatVec + kRopeVec; v += kWarpSize) {
+      const bool rope = v >= kLatVec;
+      float kv[8];
+      fd_unpack8(fd_load16(rope ? kpe + (v - kLatVec) * kVecElems : ckv + v * kVecElems), kv);
+      const float* qs = rope ? q_pe_s + (v - kLatVec) * kVecElems : q_lat_s + v * kVecElems;
+      const int q_stride = rope ? kRope : kLatent;
+#pragma unroll
+      for (int h = 0; h < kHeads; ++h) {
+        const float* qh = qs + h * q_stride;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[h] = fmaf(qh[j], kv[j], acc[h]);
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < kHeads; ++h) {
+      const float s = fd_warp_sum(acc[h]);
+      if (fd_lane() == 0) prob_s[h * kMaxChunk + t] = s * scale;
+    }
+  }
+  __syncthreads();
+
+  // Softmax statistics: one warp per head.
+  for (int h = fd_warp(); h < kHeads; h += fd_num_warps()) {
+    float m = -INFINITY;
+    for (int t = fd_lane(); t < len; t += kWarpSize) m = fmaxf(m, prob_s[h * kMaxChunk + t]);
+    m = fd_warp_max(m);
+    float l = 0.f;
+    for (int t = fd_lane(); t < len; t += kWarpSize) {
+      const float p = __expf(prob_s[h * kMaxChunk + t] - m);
+      prob_s[h * kMaxChunk + t] = p;
+      l += p;
+    }
+    l = fd_warp_sum(l);
+    if (fd_lane() == 0) { part_m[h] = m; part_l[h] = l; }
+  }
+  __syncthreads();
+
+  // Weighted sum of latent rows: a thread owns 8 columns and 4 heads at a time.
+  constexpr int kHeadsPerPass = 4;
+  const int cv = threadIdx.x % kLatVec, group = threadIdx.x / kLatVec, groups = blockDim.x / kLatVec;
+  for (int h0 = group * kHeadsPerPass; group < groups && h0 < kHeads; h0 += groups * kHeadsPerPass) {
+    float acc[kHeadsPerPass][8] = {};
+    for (int t = 0; t < len; ++t) {
+      float kv[8];
+      fd_unpack8(fd_load16(ckv_cache + static_cast<size_t>(t_begin + t) * kLatent + cv * kVecElems), kv);
+#pragma unroll
+      for (int k = 0; k < kHeadsPerPass; ++k) {
+        const float p = prob_s[(h0 + k) * kMaxChunk + t];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[k][j] = fmaf(p, kv[j], acc[k][j]);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kHeadsPerPass; ++k) {
+      float4* o = reinterpret_cast<float4*>(part_o + (h0 + k) * kLatent + cv * kVecElems);
+      o[0] = make_float4(acc[k][0], acc[k][1], acc[k][2], acc[k][3]);
+      o[1] = make_float4(acc[k][4], acc[k][5], acc[k][6], acc[k][7]);
+    }
+  }
+}
+
+#ifndef FD_NO_STANDALONE
+// One block per chunk of chunk_len positions; chunk c writes part_*[c].
+__global__ void fd_kernel_attention_chunk(const float* q_lat, const fd_bf16* q_pe, const fd_bf16* ckv_cache,
+                                          const fd_bf16* kpe_cache, const int* n_pos, int chunk_len, float scale,
+                                          float* part_m, float* part_l, float* part_o) {
+  extern __shared__ __align__(16) unsigned char fd_smem[];
+  const int c = blockIdx.x;
+  fd_task_attention_chunk(q_lat, q_pe, ckv_cache, kpe_cache, n_pos, c * chunk_len, (c + 1) * chunk_len, scale,
+                          part_m + c * kHeads, part_l + c * kHeads, part_o + static_cast<size_t>(c) * kHeads * kLatent,
+                          fd_smem);
+}
+
+FD_EXPORT int fd_launch_attention_chunk(const float* q_lat, const void* q_pe, const void* ckv_cache,
+                                        const void* kpe_cache, const int* n_pos, int n_chunks, int chunk_len,
+                                        float scale, float* part_m, float* part_l, float* part_o, void* stream) {
+  if (chunk_len <= 0 || chunk_len > kMaxChunk || kTaskThreads < kLatent / kVecElems) return -1;
+  fd_kernel_attention_chunk<<<n_chunks, kTaskThreads, fd_attention_chunk_smem_bytes(),
+                              static_cast<fd_stream_t>(stream)>>>(
+      q_lat, static_cast<const fd_bf16*>(q_pe), static_cast<const fd_bf16*>(ckv_cache),
+      static_cast<const fd_bf16*>(kpe_cache), n_pos, chunk_len, scale, part_m, part_l, part_o);
+  return static_cast<int>(fd_get_last_error());
+}
+#endif

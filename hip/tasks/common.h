@@ -1,0 +1,162 @@
+// Device helpers shared by the task kinds: the model's fixed MLA dimensions, bf16 vector
+// unpacking, RMSNorm of an activation vector into shared memory and the weight-streaming dot
+// product that every GEMV-shaped task is built on.
+//
+// Execution model of every task: ONE block runs the task; blockDim.x is any multiple of
+// kWarpSize up to kMaxBlockThreads; the caller passes a dynamic shared-memory scratch pointer
+// of at least the size the task's *_smem_bytes() function returns.
+#pragma once
+#include "../port.h"
+
+// DeepSeek-V2 MLA dimensions (config.json of DeepSeek-Coder-V2-Lite). Compile-time because
+// per-head register arrays are sized from them; the launchers reject other configs.
+constexpr int kHeads = 16;
+constexpr int kLatent = 512;    // kv_lora_rank
+constexpr int kRope = 64;       // qk_rope_head_dim
+constexpr int kNope = 128;      // qk_nope_head_dim
+constexpr int kVHead = 128;     // v_head_dim
+constexpr int kQHead = kNope + kRope;  // 192 rows of q_proj per head
+constexpr int kKvbHead = kNope + kVHead;  // 256 rows of kv_b_proj per head: W_UK then W_UV
+constexpr int kVecElems = 8;    // bf16 elements in one 16-byte load
+
+// Block size of every standalone wrapper. The persistent runtime may use another multiple of
+// kWarpSize; the tasks only read blockDim.x.
+constexpr int kTaskThreads = 256;
+// Loads in flight per lane per row in the streaming dot: 256 bytes of weights per lane-row
+// pass whatever the warp width, so a 2048-wide row is one pass on 32 and on 64 lanes.
+constexpr int kStreamUnroll = 256 / kWarpSize > 0 ? 256 / kWarpSize : 1;
+
+__device__ __forceinline__ void fd_unpack8(fd_vec16 v, float f[8]) {
+  f[0] = fd_bf16_lo(v.x); f[1] = fd_bf16_hi(v.x);
+  f[2] = fd_bf16_lo(v.y); f[3] = fd_bf16_hi(v.y);
+  f[4] = fd_bf16_lo(v.z); f[5] = fd_bf16_hi(v.z);
+  f[6] = fd_bf16_lo(v.w); f[7] = fd_bf16_hi(v.w);
+}
+
+__device__ __forceinline__ uint32_t fd_pack2(float lo, float hi) {
+  return static_cast<uint32_t>(fd_float_to_bf16(lo)) | (static_cast<uint32_t>(fd_float_to_bf16(hi)) << 16);
+}
+
+__device__ __forceinline__ fd_vec16 fd_pack8(const float f[8]) {
+  fd_vec16 v;
+  v.x = fd_pack2(f[0], f[1]); v.y = fd_pack2(f[2], f[3]);
+  v.z = fd_pack2(f[4], f[5]); v.w = fd_pack2(f[6], f[7]);
+  return v;
+}
+
+__device__ __forceinline__ float fd_dot8(fd_vec16 w, const float x[8]) {
+  float f[8];
+  fd_unpack8(w, f);
+  float acc = 0.f;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) acc = fmaf(f[j], x[j], acc);
+  return acc;
+}
+
+__device__ __forceinline__ float fd_silu(float g) { return g / (1.f + __expf(-g)); }
+
+// RMSNorm as HF's DeepseekV2RMSNorm computes it for a bf16 input: fp32 mean of squares,
+// x * rsqrt(var + eps) rounded to bf16, times the bf16 weight, rounded to bf16 again.
+// Writes n bf16 to xs (shared or global memory); without a weight (weight == nullptr) it copies x.
+// n must be a multiple of 8. Ends with a barrier, so xs is ready for every thread.
+__device__ __forceinline__ void fd_rmsnorm_bf16(const fd_bf16* x, const fd_bf16* weight, float eps,
+                                                     int n, fd_bf16* xs) {
+  const int n_vec = n / kVecElems;
+  if (weight == nullptr) {
+    for (int v = threadIdx.x; v < n_vec; v += blockDim.x) fd_store16(xs + v * kVecElems, fd_load16(x + v * kVecElems));
+    __syncthreads();
+    return;
+  }
+  float sum_sq = 0.f;
+  for (int v = threadIdx.x; v < n_vec; v += blockDim.x) {
+    float f[8];
+    fd_unpack8(fd_load16(x + v * kVecElems), f);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) sum_sq = fmaf(f[j], f[j], sum_sq);
+  }
+  const float inv_rms = rsqrtf(fd_block_sum(sum_sq) / static_cast<float>(n) + eps);
+  for (int v = threadIdx.x; v < n_vec; v += blockDim.x) {
+    float f[8], w[8];
+    fd_unpack8(fd_load16(x + v * kVecElems), f);
+    fd_unpack8(fd_load16(weight + v * kVecElems), w);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) f[j] = w[j] * fd_round_bf16(f[j] * inv_rms);
+    fd_store16(xs + v * kVecElems, fd_pack8(f));
+  }
+  __syncthreads();
+}
+
+// Eight consecutive activations as fp32, from bf16 or fp32 storage (shared or global memory).
+__device__ __forceinline__ void fd_load_x8(const fd_bf16* xs, int v, float x[8]) {
+  fd_unpack8(fd_load16(xs + v * kVecElems), x);
+}
+__device__ __forceinline__ void fd_load_x8(const float* xs, int v, float x[8]) {
+  const float4 a = reinterpret_cast<const float4*>(xs)[2 * v], b = reinterpret_cast<const float4*>(xs)[2 * v + 1];
+  x[0] = a.x; x[1] = a.y; x[2] = a.z; x[3] = a.w; x[4] = b.x; x[5] = b.y; x[6] = b.z; x[7] = b.w;
+}
+
+// NR dot products rows[r] . xs[r] of bf16 weight rows with activation vectors (bf16 or fp32),
+// length n (a multiple of 8), computed by ONE warp: every lane streams 16-byte pieces of the
+// rows, kStreamUnroll pieces per row in flight before the first is used; fp32 accumulation.
+// Returns the full sums in every lane.
+template <int NR, class XT>
+__device__ __forceinline__ void fd_warp_rows_dot(const fd_bf16* const (&rows)[NR], const XT* const (&xs)[NR], int n,
+                                                 float (&out)[NR]) {
+  const int n_vec = n / kVecElems;
+  float acc[NR];
+#pragma unroll
+  for (int r = 0; r < NR; ++r) acc[r] = 0.f;
+  for (int base = fd_lane(); base < n_vec; base += kStreamUnroll * kWarpSize) {
+    fd_vec16 w[NR][kStreamUnroll];
+#pragma unroll
+    for (int u = 0; u < kStreamUnroll; ++u) {
+      const int v = base + u * kWarpSize;
+#pragma unroll
+      for (int r = 0; r < NR; ++r)
+        w[r][u] = v < n_vec ? fd_load_stream16(rows[r] + static_cast<size_t>(v) * kVecElems) : fd_vec16{0, 0, 0, 0};
+    }
+#pragma unroll
+    for (int u = 0; u < kStreamUnroll; ++u) {
+      const int v = base + u * kWarpSize;
+      if (v < n_vec) {
+#pragma unroll
+        for (int r = 0; r < NR; ++r) {
+          float x[8];
+          fd_load_x8(xs[r], v, x);
+          acc[r] += fd_dot8(w[r][u], x);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < NR; ++r) out[r] = fd_warp_sum(acc[r]);
+}
+
+// Rows [row_begin, row_end) of W (row-major, n columns) times one vector xs, kGemvRowsPerPass
+// rows per warp pass so that more loads are in flight; emit(row, dot) runs in every lane.
+constexpr int kGemvRowsPerPass = 2;
+
+template <class XT, class Emit>
+__device__ __forceinline__ void fd_gemv_rows(const fd_bf16* W, int n, const XT* xs, int row_begin, int row_end,
+                                             Emit emit) {
+  for (int r = row_begin + kGemvRowsPerPass * fd_warp(); r < row_end; r += kGemvRowsPerPass * fd_num_warps()) {
+    const fd_bf16* rows[kGemvRowsPerPass];
+    const XT* x[kGemvRowsPerPass];
+#pragma unroll
+    for (int k = 0; k < kGemvRowsPerPass; ++k) {
+      rows[k] = W + static_cast<size_t>(min(r + k, row_end - 1)) * n;  // past the end: recompute the last row
+      x[k] = xs;
+    }
+    float dots[kGemvRowsPerPass];
+    fd_warp_rows_dot<kGemvRowsPerPass>(rows, x, n, dots);
+#pragma unroll
+    for (int k = 0; k < kGemvRowsPerPass; ++k)
+      if (r + k < row_end) emit(r + k, dots[k]);
+  }
+}
+
+// Splits n_items among gridDim.x blocks in contiguous, nearly equal ranges (standalone wrappers).
+__device__ __forceinline__ void fd_block_range(int n_items, int items_per_block, int* begin, int* end) {
+  *begin = blockIdx.x * items_per_block;
+  *end = min(n_items, *begin + items_per_block);
+}

@@ -1,0 +1,217 @@
+"""Builds the task graph of one decode step of a DeepseekV2 model from its config and a Plan.
+
+Buffers are per layer (h.0 .. h.L, L3.q, ...), so no buffer is reused inside a step and the only
+write-after-read hazards are across steps, which the step chain (argmax -> next embed) orders.
+Routed experts are dynamic: tasks exist per top-k slot, and read the chosen expert from the router's
+output at run time.
+"""
+
+
+from transformers.models.deepseek_v2.modeling_deepseek_v2 import yarn_apply_mscale
+
+from fleet_decode.graph.format import NONE, DType, Kind, Persistence, bits_f32, f32_bits
+from fleet_decode.graph.graph import Buffer, Constants, Event, Graph, Task, Weight
+from fleet_decode.graph.plan import Plan, assign, tiles
+from fleet_decode.graph.reads import task_cost
+
+
+def _f32(x):
+    return bits_f32(f32_bits(float(x)))
+
+
+def model_constants(config, plan: Plan, first_layer: int, n_layers: int, has_head: bool) -> Constants:
+    if config.q_lora_rank is not None:
+        raise NotImplementedError("the graph covers q_lora_rank None (DeepSeek-V2-Lite); this config has a q LoRA")
+    if config.topk_method != "greedy":
+        raise NotImplementedError(f"only greedy top-k routing is supported, config has {config.topk_method!r}")
+    if config.norm_topk_prob:
+        raise NotImplementedError("norm_topk_prob: neither HF's DeepseekV2 nor the reference renormalises top-k weights")
+    qk_head = config.qk_nope_head_dim + config.qk_rope_head_dim
+    return Constants(
+        hidden=config.hidden_size, n_heads=config.num_attention_heads, qk_nope=config.qk_nope_head_dim,
+        qk_rope=config.qk_rope_head_dim, v_head=config.v_head_dim, kv_rank=config.kv_lora_rank,
+        n_experts=config.n_routed_experts or 0, top_k=config.num_experts_per_tok or 0,
+        moe_inter=config.moe_intermediate_size, vocab=config.vocab_size, first_layer=first_layer,
+        n_layers=n_layers, has_head=has_head, max_positions=plan.max_positions, max_steps=plan.max_steps,
+        rms_eps=_f32(config.rms_norm_eps), attn_scale=_f32(yarn_apply_mscale(config.rope_parameters, qk_head ** -0.5)),
+        routed_scaling=_f32(config.routed_scaling_factor), norm_topk_prob=bool(config.norm_topk_prob),
+    )
+
+
+class _Builder:
+    def __init__(self, config, plan):
+        self.config, self.plan = config, plan
+        self.tasks, self.events, self.buffers, self.weights = [], [], [], []
+        self._weight_slots = {}
+
+    def buffer(self, name, rows, cols=1, dtype=DType.F32, persistence=Persistence.STEP):
+        self.buffers.append(Buffer(name, rows, cols, dtype, persistence))
+        return len(self.buffers) - 1
+
+    def event(self, name, layer=NONE):
+        self.events.append(Event(name, 0, layer))
+        return len(self.events) - 1
+
+    def weight(self, name, shape, dtype=DType.MODEL):
+        if name not in self._weight_slots:
+            self.weights.append(Weight(name, tuple(shape), dtype))
+            self._weight_slots[name] = len(self.weights) - 1
+        return self._weight_slots[name]
+
+    def task(self, kind, name, out_event, inputs, buffers, weights=(), args=(), layer=NONE, tile=(0, 0), slot=NONE):
+        inputs = [(e, lag) for e, lag in inputs if e is not None]
+        self.tasks.append(Task(kind, name, layer, tile, slot, out_event, inputs, tuple(buffers), tuple(weights),
+                               tuple(args)))
+        self.events[out_event].triggers += 1
+
+    def gemv_tiles(self, kind, name, total_rows, stage_rows, out_event, inputs, buffers, weights, layer, slot=NONE):
+        for i, tile in enumerate(tiles(total_rows, self.plan.tile_rows(stage_rows))):
+            self.task(kind, f"{name}[{i}]", out_event, inputs, buffers, weights, layer=layer, tile=tile, slot=slot)
+
+
+def _attention(b: _Builder, layer, h_in, h_in_ready, h_out):
+    cfg, plan = b.config, b.plan
+    H, nope, rope, v, R, d = (cfg.num_attention_heads, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim,
+                              cfg.kv_lora_rank, cfg.hidden_size)
+    p = f"model.layers.{layer}."
+    L = f"L{layer}."
+    in_norm = b.weight(p + "input_layernorm.weight", (d,))
+    q_w = b.weight(p + "self_attn.q_proj.weight", (H * (nope + rope), d))
+    kva_w = b.weight(p + "self_attn.kv_a_proj_with_mqa.weight", (R + rope, d))
+    kv_norm = b.weight(p + "self_attn.kv_a_layernorm.weight", (R,))
+    kv_b = b.weight(p + "self_attn.kv_b_proj.weight", (H * (nope + v), R))
+    o_w = b.weight(p + "self_attn.o_proj.weight", (d, H * v))
+    # host-computed tables, one row per position, one column per rotated pair (YaRN scaling folded in)
+    cos = b.weight("rope.cos", (plan.max_positions, rope // 2), DType.F32)
+    sin = b.weight("rope.sin", (plan.max_positions, rope // 2), DType.F32)
+
+    q, kv_a = b.buffer(L + "q", H * (nope + rope)), b.buffer(L + "kv_a", R + rope)
+    ev_q, ev_kva = b.event(L + "q_proj", layer), b.event(L + "kv_a_proj", layer)
+    stage = H * (nope + rope) + R + rope
+    wait_h = [(h_in_ready, 0)]
+    b.gemv_tiles(Kind.RMSNORM_GEMV, L + "q_proj", H * (nope + rope), stage, ev_q, wait_h, (h_in, q), (in_norm, q_w), layer)
+    b.gemv_tiles(Kind.RMSNORM_GEMV, L + "kv_a_proj", R + rope, stage, ev_kva, wait_h, (h_in, kv_a), (in_norm, kva_w), layer)
+
+    q_lat, q_pe = b.buffer(L + "q_lat", H * R), b.buffer(L + "q_pe", H * rope)
+    ev_qabs = b.event(L + "q_absorb", layer)
+    for i, tile in enumerate(tiles(H, plan.heads_per_tile)):
+        b.task(Kind.ROPE_Q_ABSORB, f"{L}q_absorb[{i}]", ev_qabs, [(ev_q, 0)], (q, q_lat, q_pe), (kv_b, cos, sin),
+               layer=layer, tile=tile)
+    ckv = b.buffer(L + "ckv", plan.max_positions, R, DType.MODEL, Persistence.LOG)
+    kpe = b.buffer(L + "kpe", plan.max_positions, rope, DType.MODEL, Persistence.LOG)
+    ev_cache = b.event(L + "cache_append", layer)
+    b.task(Kind.CACHE_APPEND, L + "cache_append", ev_cache, [(ev_kva, 0)], (kv_a, ckv, kpe), (kv_norm, cos, sin),
+           layer=layer)
+
+    chunks = tiles(plan.max_positions, plan.attn_chunk)
+    part_o = b.buffer(L + "attn_part_o", len(chunks) * H, R)
+    part_ml = b.buffer(L + "attn_part_ml", len(chunks) * H, 2)
+    ev_chunk = b.event(L + "attn_chunk", layer)
+    for i, tile in enumerate(chunks):
+        b.task(Kind.ATTN_CHUNK, f"{L}attn_chunk[{i}]", ev_chunk, [(ev_qabs, 0), (ev_cache, 0)],
+               (q_lat, q_pe, ckv, kpe, part_o, part_ml), layer=layer, tile=tile, slot=i)
+    attn_out = b.buffer(L + "attn_out", H * v)
+    ev_merge = b.event(L + "attn_merge", layer)
+    for i, tile in enumerate(tiles(H, plan.heads_per_tile)):
+        b.task(Kind.ATTN_MERGE_UV, f"{L}attn_merge[{i}]", ev_merge, [(ev_chunk, 0)], (part_o, part_ml, attn_out), (kv_b,),
+               (len(chunks),), layer=layer, tile=tile)
+
+    h_attn = b.buffer(L + "h_attn", d)
+    ev_o = b.event(L + "o_proj", layer)
+    b.gemv_tiles(Kind.O_PROJ_RESIDUAL, L + "o_proj", d, d, ev_o, [(ev_merge, 0)], (attn_out, h_in, h_attn, h_out),
+                 (o_w,), layer)
+    return h_attn, ev_o
+
+
+def _mlp(b: _Builder, layer, h_attn, ev_o, h_out, ev_out):
+    cfg = b.config
+    d = cfg.hidden_size
+    p = f"model.layers.{layer}."
+    L = f"L{layer}."
+    post_norm = b.weight(p + "post_attention_layernorm.weight", (d,))
+    if layer < cfg.first_k_dense_replace:
+        inter = cfg.intermediate_size
+        gate, up = b.weight(p + "mlp.gate_proj.weight", (inter, d)), b.weight(p + "mlp.up_proj.weight", (inter, d))
+        down = b.weight(p + "mlp.down_proj.weight", (d, inter))
+        act = b.buffer(L + "mlp_act", inter)
+        ev_gu = b.event(L + "mlp_gate_up", layer)
+        b.gemv_tiles(Kind.GATE_UP, L + "mlp_gate_up", inter, inter, ev_gu, [(ev_o, 0)], (h_attn, act),
+                     (post_norm, gate, up), layer)
+        b.gemv_tiles(Kind.DOWN_ACCUM, L + "mlp_down", d, d, ev_out, [(ev_gu, 0)], (act, h_out), (down,), layer)
+        return
+
+    E, K, inter = cfg.n_routed_experts, cfg.num_experts_per_tok, cfg.moe_intermediate_size
+    shared = inter * cfg.n_shared_experts
+    router = b.weight(p + "mlp.gate.weight", (E, d), DType.F32)  # HF keeps the router in fp32
+    gate_up = b.weight(p + "mlp.experts.gate_up_proj", (E, 2 * inter, d))
+    down = b.weight(p + "mlp.experts.down_proj", (E, d, inter))
+    sh_gate = b.weight(p + "mlp.shared_experts.gate_proj.weight", (shared, d))
+    sh_up = b.weight(p + "mlp.shared_experts.up_proj.weight", (shared, d))
+    sh_down = b.weight(p + "mlp.shared_experts.down_proj.weight", (d, shared))
+
+    route_idx, route_w = b.buffer(L + "route_idx", K, 1, DType.I32), b.buffer(L + "route_w", K)
+    ev_route = b.event(L + "router", layer)
+    b.task(Kind.ROUTER, L + "router", ev_route, [(ev_o, 0)], (h_attn, route_idx, route_w), (post_norm, router),
+           layer=layer)
+    # Shared experts first in the graph: they only need h_attn, so they stream while routing is decided.
+    gate_up_stage, down_stage = shared + K * inter, d * (K + 1)
+    sh_act = b.buffer(L + "shared_act", shared)
+    ev_sh = b.event(L + "shared_gate_up", layer)
+    b.gemv_tiles(Kind.GATE_UP, L + "shared_gate_up", shared, gate_up_stage, ev_sh, [(ev_o, 0)], (h_attn, sh_act),
+                 (post_norm, sh_gate, sh_up), layer)
+    b.gemv_tiles(Kind.DOWN_ACCUM, L + "shared_down", d, down_stage, ev_out, [(ev_sh, 0)], (sh_act, h_out), (sh_down,),
+                 layer)
+    for k in range(K):
+        act = b.buffer(f"{L}expert_act.{k}", inter)
+        ev_gu = b.event(f"{L}expert_gate_up.{k}", layer)
+        b.gemv_tiles(Kind.EXPERT_GATE_UP, f"{L}expert_gate_up.{k}", inter, gate_up_stage, ev_gu, [(ev_route, 0)],
+                     (h_attn, route_idx, act), (post_norm, gate_up), layer, slot=k)
+        b.gemv_tiles(Kind.EXPERT_DOWN_ACCUM, f"{L}expert_down.{k}", d, down_stage, ev_out, [(ev_gu, 0)],
+                     (act, route_idx, route_w, h_out), (down,), layer, slot=k)
+
+
+def build_graph(config, plan: Plan, layers=None) -> Graph:
+    """The decode-step graph. layers=None: embed, every layer, head and argmax (steps chain through the
+    token buffer). A contiguous list of layers: just those, reading h.<first> from the host."""
+    n_all = config.num_hidden_layers
+    if layers is None:
+        layers, has_head = list(range(n_all)), True
+    else:
+        layers, has_head = list(layers), False
+        if not layers or layers != list(range(layers[0], layers[0] + len(layers))) or not 0 <= layers[0] <= layers[-1] < n_all:
+            raise ValueError(f"layers must be a non-empty ascending run of consecutive indices in [0, {n_all}), got {layers}")
+    b = _Builder(config, plan)
+    d = config.hidden_size
+    hidden = {l: b.buffer(f"h.{l}", d) for l in range(layers[0], layers[-1] + 2)}
+    ready = None
+    if has_head:
+        tokens = b.buffer("tokens", plan.max_steps + 1, 1, DType.I32, Persistence.LOG)
+        ev_token = b.event("argmax")
+        ev_embed = b.event("embed")
+        embed = b.weight("model.embed_tokens.weight", (config.vocab_size, d))
+        b.task(Kind.EMBED, "embed", ev_embed, [(ev_token, 1)], (tokens, hidden[0]), (embed,), tile=(0, d))
+        ready = ev_embed
+    for layer in layers:
+        ev_out = b.event(f"L{layer}.out", layer)
+        h_attn, ev_o = _attention(b, layer, hidden[layer], ready, hidden[layer + 1])
+        _mlp(b, layer, h_attn, ev_o, hidden[layer + 1], ev_out)
+        ready = ev_out
+    if has_head:
+        V = config.vocab_size
+        norm = b.weight("model.norm.weight", (d,))
+        lm_head = b.weight("lm_head.weight", (V, d))
+        head_tiles = tiles(V, plan.tile_rows(V))
+        logits = b.buffer("logits", plan.max_steps, V, DType.F32, Persistence.LOG)
+        part_max, part_idx = b.buffer("argmax_part_max", len(head_tiles)), b.buffer("argmax_part_idx", len(head_tiles), 1, DType.I32)
+        ev_head = b.event("lm_head")
+        for i, tile in enumerate(head_tiles):
+            b.task(Kind.LM_HEAD, f"lm_head[{i}]", ev_head, [(ready, 0)], (hidden[n_all], logits, part_max, part_idx),
+                   (norm, lm_head), tile=tile, slot=i)
+        b.task(Kind.ARGMAX, "argmax", ev_token, [(ev_head, 0)], (part_max, part_idx, tokens), args=(len(head_tiles),))
+
+    constants = model_constants(config, plan, layers[0], len(layers), has_head)
+    graph = Graph(constants, b.tasks, b.events, b.buffers, b.weights, [])
+    for t in graph.tasks:
+        t.cost = task_cost(t, graph)
+    graph.workers = assign(graph.tasks, graph.events, plan)
+    return graph

@@ -1,0 +1,115 @@
+"""The ONE encoding of a decode task graph: int32 records, shared by the simulator and the device runtime.
+
+docs/task-graph.md explains every field; hip/runtime/graph_format.h is generated from this file
+(`python -m fleet_decode.graph --c-header hip/runtime/graph_format.h`), so change the format here only.
+"""
+
+import enum
+import struct
+
+MAGIC = 0x46445447  # "FDTG"
+VERSION = 1
+MAX_INPUTS = 4  # input events per task record
+MAX_BUFFERS = 6  # buffer operands per task record
+MAX_WEIGHTS = 4  # weight operands per task record
+MAX_ARGS = 2  # integer parameters per task record
+NONE = -1  # an unused operand, event or layer
+
+
+class Kind(enum.IntEnum):
+    EMBED = 1
+    RMSNORM_GEMV = 2
+    ROPE_Q_ABSORB = 3
+    CACHE_APPEND = 4
+    ATTN_CHUNK = 5
+    ATTN_MERGE_UV = 6
+    O_PROJ_RESIDUAL = 7
+    ROUTER = 8
+    GATE_UP = 9
+    DOWN_ACCUM = 10
+    EXPERT_GATE_UP = 11
+    EXPERT_DOWN_ACCUM = 12
+    LM_HEAD = 13
+    ARGMAX = 14
+
+
+class DType(enum.IntEnum):
+    F32 = 0
+    I32 = 1
+    MODEL = 2  # the checkpoint's dtype: bf16 on the device, whatever the model was loaded in on the simulator
+
+
+class Persistence(enum.IntEnum):
+    STEP = 0  # rewritten by every step; a read needs this step's write
+    LOG = 1  # each element written at most once per launch (cache rows, tokens, logits rows)
+
+
+# What each kind's operands mean, in record order. This table is the contract: the builder fills
+# exactly these slots, the validator checks it, the simulator and the device read them.
+OPERANDS = {
+    Kind.EMBED: (("tokens", "out"), ("embed",), ()),
+    Kind.RMSNORM_GEMV: (("x", "y"), ("norm", "matrix"), ()),
+    Kind.ROPE_Q_ABSORB: (("q", "q_lat", "q_pe"), ("kv_b", "rope_cos", "rope_sin"), ()),
+    Kind.CACHE_APPEND: (("kv_a", "ckv", "kpe"), ("kv_norm", "rope_cos", "rope_sin"), ()),
+    Kind.ATTN_CHUNK: (("q_lat", "q_pe", "ckv", "kpe", "part_o", "part_ml"), (), ()),
+    Kind.ATTN_MERGE_UV: (("part_o", "part_ml", "attn_out"), ("kv_b",), ("n_chunks",)),
+    Kind.O_PROJ_RESIDUAL: (("attn_out", "residual", "h_attn", "h_out"), ("o_proj",), ()),
+    Kind.ROUTER: (("x", "route_idx", "route_w"), ("norm", "router"), ()),
+    Kind.GATE_UP: (("x", "act"), ("norm", "gate", "up"), ()),
+    Kind.DOWN_ACCUM: (("act", "h_out"), ("down",), ()),
+    Kind.EXPERT_GATE_UP: (("x", "route_idx", "act"), ("norm", "gate_up"), ()),
+    Kind.EXPERT_DOWN_ACCUM: (("act", "route_idx", "route_w", "h_out"), ("down",), ()),
+    Kind.LM_HEAD: (("x", "logits", "part_max", "part_idx"), ("norm", "lm_head"), ()),
+    Kind.ARGMAX: (("part_max", "part_idx", "tokens"), (), ("n_tiles",)),
+}
+
+# Kinds that add into a buffer instead of overwriting it: (kind -> operand name). The region they add
+# into must have been initialised (plainly written) earlier in the same step.
+ACCUMULATES = {Kind.DOWN_ACCUM: "h_out", Kind.EXPERT_DOWN_ACCUM: "h_out"}
+
+
+def _fields(*names):
+    return {name: i for i, name in enumerate(names)}
+
+
+HEADER = _fields(
+    "MAGIC", "VERSION", "HEADER_WORDS", "TASK_WORDS", "EVENT_WORDS", "BUFFER_WORDS", "WEIGHT_WORDS",
+    "N_TASKS", "N_EVENTS", "N_BUFFERS", "N_WEIGHTS", "N_WORKERS",
+    "TASKS_AT", "EVENTS_AT", "BUFFERS_AT", "WEIGHTS_AT", "WORKER_OFFSETS_AT", "WORKER_TASKS_AT", "TOTAL_WORDS",
+    "HIDDEN", "N_HEADS", "QK_NOPE", "QK_ROPE", "V_HEAD", "KV_RANK", "N_EXPERTS", "TOP_K", "MOE_INTER",
+    "VOCAB", "FIRST_LAYER", "N_LAYERS", "HAS_HEAD", "MAX_POSITIONS", "MAX_STEPS",
+    "RMS_EPS_F32", "ATTN_SCALE_F32", "ROUTED_SCALING_F32", "NORM_TOPK_PROB",
+)
+HEADER_WORDS = 40
+
+TASK = _fields(
+    "KIND", "LAYER", "TILE_BEGIN", "TILE_END", "SLOT", "OUT_EVENT", "N_INPUTS",
+    *[f"IN{i}_{x}" for i in range(MAX_INPUTS) for x in ("EVENT", "LAG")],
+    *[f"BUF{i}" for i in range(MAX_BUFFERS)],
+    *[f"WT{i}" for i in range(MAX_WEIGHTS)],
+    *[f"ARG{i}" for i in range(MAX_ARGS)],
+    "COST",
+)
+TASK_WORDS = 32
+
+EVENT = _fields("TRIGGERS", "LAYER")
+EVENT_WORDS = 2
+
+BUFFER = _fields("DTYPE", "ROWS", "COLS", "PERSISTENCE")
+BUFFER_WORDS = 4
+
+WEIGHT = _fields("DTYPE", "NDIM", "DIM0", "DIM1", "DIM2")
+WEIGHT_WORDS = 5
+
+for _table, _words in ((HEADER, HEADER_WORDS), (TASK, TASK_WORDS), (EVENT, EVENT_WORDS),
+                       (BUFFER, BUFFER_WORDS), (WEIGHT, WEIGHT_WORDS)):
+    assert len(_table) <= _words, "a record outgrew its declared size"
+
+
+def f32_bits(x: float) -> int:
+    """A float stored in an int32 word: its IEEE-754 binary32 bit pattern, read back with a bitcast."""
+    return struct.unpack("<i", struct.pack("<f", x))[0]
+
+
+def bits_f32(word: int) -> float:
+    return struct.unpack("<f", struct.pack("<i", int(word)))[0]

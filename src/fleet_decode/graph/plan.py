@@ -1,0 +1,87 @@
+"""How a graph is cut into tiles and spread over workers: the Plan, and the two assignment policies."""
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+ASSIGNMENTS = ("round-robin", "balanced")
+
+
+@dataclass(frozen=True)
+class Plan:
+    workers: int = 8
+    stage_tiles: int = 0  # tiles each GEMV stage is cut into (0: as many as workers)
+    row_align: int = 8  # tile heights are multiples of this (wide loads, whole warps of rows)
+    heads_per_tile: int = 1  # heads per q-absorb / merge tile
+    attn_chunk: int = 64  # cache positions per attention chunk (flash-decoding split)
+    max_positions: int = 2048  # cache rows allocated: prefill + decoded tokens must fit
+    max_steps: int = 64  # decode steps one launch can run (token and logits rows allocated)
+    assign: str = "balanced"
+    task_overhead: int = 4096  # weight elements one task start costs in the balanced cost model
+
+    def __post_init__(self):
+        if self.assign not in ASSIGNMENTS:
+            raise ValueError(f"assign must be one of {ASSIGNMENTS}, got {self.assign!r}")
+        for name in ("workers", "row_align", "heads_per_tile", "attn_chunk", "max_positions", "max_steps"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"plan.{name} must be >= 1, got {getattr(self, name)}")
+
+    def tile_rows(self, stage_rows: int) -> int:
+        """Rows per tile for a stage whose matrices (run side by side) have stage_rows rows in all."""
+        tiles = self.stage_tiles or self.workers
+        rows = math.ceil(stage_rows / tiles)
+        return max(self.row_align, math.ceil(rows / self.row_align) * self.row_align)
+
+
+def default_plan(config, workers: int = 132, **overrides) -> Plan:
+    """One tile per worker per GEMV stage (132 = the H200's SMs; pass the target's own count), and a
+    cache no longer than the model can attend over."""
+    overrides.setdefault("max_positions", min(Plan.max_positions, config.max_position_embeddings))
+    return Plan(workers=workers, **overrides)
+
+
+def tiles(total: int, rows: int):
+    """[begin, end) ranges of at most `rows` covering range(total)."""
+    return [(b, min(b + rows, total)) for b in range(0, total, rows)]
+
+
+def assign(tasks, events, plan: Plan) -> list[list[int]]:
+    """Per-worker task lists, each in the graph's (topological) task order, so no worker blocks itself."""
+    if plan.assign == "round-robin":
+        return [list(range(w, len(tasks), plan.workers)) for w in range(plan.workers)]
+    return _balanced(tasks, events, plan)
+
+
+def _ready(task, event_done):
+    return max((event_done[e] for e, lag in task.inputs if lag == 0), default=0.0)
+
+
+def _balanced(tasks, events, plan):
+    """List scheduling on a cost model in which a task takes its bytes read plus a fixed start cost:
+    each task, in order, goes to the worker that could start it earliest."""
+    free = np.zeros(plan.workers)
+    event_done = np.zeros(len(events))
+    lists = [[] for _ in range(plan.workers)]
+    for i, t in enumerate(tasks):
+        start = np.maximum(free, _ready(t, event_done))
+        w = int(np.argmin(start))
+        free[w] = start[w] + t.cost + plan.task_overhead
+        if t.out_event >= 0:
+            event_done[t.out_event] = max(event_done[t.out_event], free[w])
+        lists[w].append(i)
+    return lists
+
+
+def estimated_step_time(graph, task_overhead: int = Plan.task_overhead) -> float:
+    """One step's length under the balanced policy's cost model (weight elements streamed by one worker),
+    for any assignment whose lists follow the graph's task order."""
+    owner = {t: w for w, tasks in enumerate(graph.workers) for t in tasks}
+    free = np.zeros(len(graph.workers))
+    event_done = np.zeros(len(graph.events))
+    for i, t in enumerate(graph.tasks):
+        w = owner[i]
+        free[w] = max(free[w], _ready(t, event_done)) + t.cost + task_overhead
+        if t.out_event >= 0:
+            event_done[t.out_event] = max(event_done[t.out_event], free[w])
+    return float(free.max())

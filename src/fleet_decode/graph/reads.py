@@ -1,0 +1,66 @@
+"""What each task streams from memory (weights and MLA cache): the cost model and the bytes-per-token count."""
+
+from dataclasses import dataclass
+
+from fleet_decode.graph.format import Kind
+
+
+@dataclass(frozen=True)
+class WeightRead:
+    weight: int  # weight slot
+    part: int  # which copy is read: the routed-expert slot k, or -1 (static rows; dynamic single rows are -2)
+    begin: int  # first row read (rows of the last-but-one dimension for a 3-D expert tensor)
+    end: int
+    cols: int
+
+    @property
+    def elements(self):
+        return (self.end - self.begin) * self.cols
+
+
+def weight_reads(task, graph) -> list[WeightRead]:
+    c = graph.constants
+    r0, r1 = task.tile
+    shape = [graph.weights[w].shape for w in task.weights]
+    whole = lambda j, part=-1: WeightRead(task.weights[j], part, 0, shape[j][0], 1)  # noqa: E731  (a 1-D vector)
+    one_row = lambda j: WeightRead(task.weights[j], -2, 0, 1, shape[j][-1])  # noqa: E731  (a row picked at run time)
+    k = task.kind
+    if k == Kind.EMBED:
+        return [one_row(0)]
+    if k in (Kind.RMSNORM_GEMV, Kind.LM_HEAD):
+        return [whole(0), WeightRead(task.weights[1], -1, r0, r1, shape[1][1])]
+    if k in (Kind.ROPE_Q_ABSORB, Kind.ATTN_MERGE_UV):
+        per_head = c.qk_nope + c.v_head
+        first, width = (0, c.qk_nope) if k == Kind.ROPE_Q_ABSORB else (c.qk_nope, c.v_head)
+        reads = [WeightRead(task.weights[0], -1, h * per_head + first, h * per_head + first + width, c.kv_rank)
+                 for h in range(r0, r1)]
+        return reads + ([one_row(1), one_row(2)] if k == Kind.ROPE_Q_ABSORB else [])
+    if k == Kind.CACHE_APPEND:
+        return [whole(0), one_row(1), one_row(2)]
+    if k == Kind.O_PROJ_RESIDUAL:
+        return [WeightRead(task.weights[0], -1, r0, r1, shape[0][1])]
+    if k == Kind.ROUTER:
+        return [whole(0), WeightRead(task.weights[1], -1, 0, shape[1][0], shape[1][1])]
+    if k == Kind.GATE_UP:
+        return [whole(0)] + [WeightRead(task.weights[j], -1, r0, r1, shape[j][1]) for j in (1, 2)]
+    if k == Kind.DOWN_ACCUM:
+        return [WeightRead(task.weights[0], -1, r0, r1, shape[0][1])]
+    if k == Kind.EXPERT_GATE_UP:
+        inter, cols = shape[1][1] // 2, shape[1][2]
+        return [whole(0), WeightRead(task.weights[1], task.slot, r0, r1, cols),
+                WeightRead(task.weights[1], task.slot, inter + r0, inter + r1, cols)]
+    if k == Kind.EXPERT_DOWN_ACCUM:
+        return [WeightRead(task.weights[0], task.slot, r0, r1, shape[0][2])]
+    return []
+
+
+def cache_elements(task, graph) -> int:
+    """Cache elements an attention chunk streams when its chunk is full."""
+    if task.kind != Kind.ATTN_CHUNK:
+        return 0
+    ckv, kpe = graph.buffers[task.buffers[2]], graph.buffers[task.buffers[3]]
+    return (task.tile[1] - task.tile[0]) * (ckv.cols + kpe.cols)
+
+
+def task_cost(task, graph) -> int:
+    return sum(r.elements for r in weight_reads(task, graph)) + cache_elements(task, graph)

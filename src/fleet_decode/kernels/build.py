@@ -1,0 +1,189 @@
+"""Builds hip/ (the task kernels, and the runtime once it exists) into one shared library with a
+C ABI, and writes build.json beside it: compiler and version, flags, the sha256 of every source
+and of the binary, and per-kernel registers / spills as the compiler reports them.
+
+    python -m fleet_decode.kernels.build --arch sm_90a            # nvcc, NVIDIA H100/H200
+    python -m fleet_decode.kernels.build --arch gfx90a --out DIR  # hipcc (HIP_PLATFORM=amd), MI200
+    python -m fleet_decode.kernels.build --arch gfx942            # MI300 (needs a ROCm >= 5.7 clang)
+    python -m fleet_decode.kernels.build --arch sm_90a --objects-only   # compile check, no link
+
+Every .cu file is compiled on its own (in parallel) and the objects are linked with the same
+driver. nvcc: -O3 -gencode=arch=compute_90a,code=sm_90a -Xptxas -v (the -gencode form, since
+`-arch=sm_90a` also runs a plain sm_90 pass). hipcc: HIP_PLATFORM=amd, --offload-arch, with
+-Rpass-analysis=kernel-resource-usage for the register report (Debian's hipcc otherwise picks
+nvcc whenever nvcc is on PATH).
+"""
+import argparse
+import concurrent.futures
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+HIP_DIR = REPO_ROOT / "hip"
+LIBRARY_NAME = "libfleet_kernels.so"
+
+
+@dataclass
+class Toolchain:
+    arch: str
+    compiler: str
+    compile_flags: list[str]
+    link_flags: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def vendor(self) -> str:
+        return "nvidia" if self.arch.startswith("sm_") else "amd"
+
+
+def toolchain(arch: str) -> Toolchain:
+    if arch.startswith("sm_"):
+        number = arch[3:]
+        gencode = f"-gencode=arch=compute_{number},code={arch}"
+        return Toolchain(
+            arch=arch,
+            compiler=os.environ.get("NVCC", "nvcc"),
+            compile_flags=["-O3", "-std=c++17", gencode, "-Xptxas", "-v", "-Xcompiler", "-fPIC", "-lineinfo"],
+            link_flags=["--shared", gencode],
+        )
+    if arch.startswith("gfx"):
+        offload = f"--offload-arch={arch}"
+        return Toolchain(
+            arch=arch,
+            compiler=os.environ.get("HIPCC", "hipcc"),
+            compile_flags=["-x", "hip", offload, "-O3", "-std=c++17", "-fPIC", "-Rpass-analysis=kernel-resource-usage"],
+            link_flags=["-shared", "-fPIC", offload],
+            env={"HIP_PLATFORM": "amd"},
+        )
+    raise ValueError(f"unknown --arch {arch!r}: expected sm_XX[a] (nvcc) or gfxXXX (hipcc)")
+
+
+def sources(hip_dir: Path = HIP_DIR) -> list[Path]:
+    return sorted((hip_dir / "tasks").glob("*.cu")) + sorted((hip_dir / "runtime").glob("*.cu"))
+
+
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def compiler_version(tc: Toolchain) -> str:
+    result = subprocess.run([tc.compiler, "--version"], capture_output=True, text=True, env={**os.environ, **tc.env})
+    return (result.stdout + result.stderr).strip()
+
+
+def _run(cmd: list[str], tc: Toolchain) -> str:
+    result = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **tc.env})
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({result.returncode}):\n{result.stdout}{result.stderr}")
+    return result.stdout + result.stderr
+
+
+def _kernel_name(mangled: str) -> str:
+    """`_Z16fd_kernel_argmaxPKf...` -> `fd_kernel_argmax` (the first Itanium name component)."""
+    match = re.match(r"_Z(\d+)", mangled)
+    return mangled[match.end(): match.end() + int(match.group(1))] if match else mangled
+
+
+def parse_ptxas(report: str) -> dict[str, dict]:
+    """Registers, spills, stack frame and static shared memory per entry function (-Xptxas -v)."""
+    kernels, current = {}, None
+    for line in report.splitlines():
+        if m := re.search(r"Compiling entry function '(\w+)'", line):
+            current = kernels.setdefault(_kernel_name(m.group(1)), {})
+        elif current is None:
+            continue
+        elif m := re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line):
+            current.update(stack_frame=int(m[1]), spill_stores=int(m[2]), spill_loads=int(m[3]))
+        elif m := re.search(r"Used (\d+) registers", line):
+            current["registers"] = int(m[1])
+            if s := re.search(r"(\d+) bytes smem", line):
+                current["static_smem"] = int(s[1])
+    return kernels
+
+
+def parse_amdgpu_remarks(report: str) -> dict[str, dict]:
+    """VGPRs, SGPRs, spills and scratch per kernel from -Rpass-analysis=kernel-resource-usage."""
+    keys = {"VGPRs": "registers", "SGPRs": "sgprs", "AGPRs": "agprs", "ScratchSize [bytes/lane]": "scratch",
+            "VGPRs Spill": "spill_vgprs", "SGPRs Spill": "spill_sgprs", "LDS Size [bytes/block]": "static_smem"}
+    kernels, current = {}, None
+    for line in report.splitlines():
+        if m := re.search(r"remark: Function Name: (\w+)", line):
+            current = kernels.setdefault(_kernel_name(m.group(1)), {})
+        elif current is not None and (m := re.search(r"remark:\s+([^:]+(?::[^:\d]+)?): (\d+) \[", line)):
+            if m.group(1).strip() in keys:
+                current[keys[m.group(1).strip()]] = int(m.group(2))
+    return kernels
+
+
+def compile_one(src: Path, obj: Path, tc: Toolchain) -> dict[str, dict]:
+    report = _run([tc.compiler, *tc.compile_flags, "-c", str(src), "-o", str(obj)], tc)
+    return parse_ptxas(report) if tc.vendor == "nvidia" else parse_amdgpu_remarks(report)
+
+
+def build(arch: str, out: Path | None = None, hip_dir: Path = HIP_DIR, objects_only: bool = False,
+          jobs: int | None = None) -> dict:
+    """Compiles every source of hip_dir for arch into out/ and returns the build record."""
+    tc = toolchain(arch)
+    if shutil.which(tc.compiler) is None:
+        raise FileNotFoundError(f"compiler {tc.compiler!r} for {arch} not found on PATH")
+    out = Path(out or REPO_ROOT / "build" / "kernels" / arch)
+    out.mkdir(parents=True, exist_ok=True)
+    srcs = sources(hip_dir)
+    if not srcs:
+        raise FileNotFoundError(f"no .cu sources under {hip_dir}/tasks or {hip_dir}/runtime")
+    started = time.time()
+    objs = [out / f"{src.parent.name}_{src.stem}.o" for src in srcs]
+    kernels: dict[str, dict] = {}
+    with concurrent.futures.ThreadPoolExecutor(jobs or os.cpu_count() or 1) as pool:
+        for report in pool.map(compile_one, srcs, objs, [tc] * len(srcs)):
+            kernels.update(report)
+    record = {
+        "arch": arch,
+        "vendor": tc.vendor,
+        "compiler": shutil.which(tc.compiler),
+        "compiler_version": compiler_version(tc),
+        "compile_flags": tc.compile_flags,
+        "link_flags": [] if objects_only else tc.link_flags,
+        "env": tc.env,
+        "sources": {str(src.relative_to(hip_dir.parent)): sha256_file(src) for src in srcs}
+        | {str(h.relative_to(hip_dir.parent)): sha256_file(h) for h in sorted(hip_dir.rglob("*.h"))},
+        "kernels": dict(sorted(kernels.items())),
+        "spills": any(k.get("spill_stores", 0) or k.get("spill_vgprs", 0) or k.get("scratch", 0)
+                      for k in kernels.values()),
+    }
+    if not objects_only:
+        library = out / LIBRARY_NAME
+        _run([tc.compiler, *tc.link_flags, *map(str, objs), "-o", str(library)], tc)
+        record["library"] = str(library)
+        record["library_sha256"] = sha256_file(library)
+    record["seconds"] = round(time.time() - started, 2)
+    (out / "build.json").write_text(json.dumps(record, indent=2) + "\n")
+    return record
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--arch", required=True, help="sm_90a | gfx90a | gfx942 | any sm_XX / gfxXXX")
+    parser.add_argument("--out", type=Path, help="output directory (default build/kernels/<arch>)")
+    parser.add_argument("--hip-dir", type=Path, default=HIP_DIR)
+    parser.add_argument("--objects-only", action="store_true", help="compile only (CI check), no link")
+    parser.add_argument("--jobs", type=int)
+    args = parser.parse_args(argv)
+    record = build(args.arch, args.out, args.hip_dir, args.objects_only, args.jobs)
+    for name, info in record["kernels"].items():
+        print(f"{name:34s} " + " ".join(f"{k}={v}" for k, v in info.items()))
+    print(f"{record.get('library', 'objects only')}  sha256={record.get('library_sha256', '-')}  "
+          f"{record['seconds']} s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,159 @@
+"""ctypes loader for the task-kernel library built by fleet_decode.kernels.build.
+
+Each `fd_launch_<kind>` of the C ABI becomes a method of `TaskKernels` that takes torch tensors,
+checks their dtype / device / contiguity, passes raw device pointers and the current stream, and
+raises `KernelError` with the runtime's message when the launch fails.
+
+    lib = load()                       # build/kernels/<arch of this GPU>/libfleet_kernels.so
+    lib.rmsnorm_gemv(x, norm_w, 1e-6, W, out, rows_per_tile=16)
+"""
+import ctypes
+import os
+from pathlib import Path
+
+import torch
+
+from fleet_decode.kernels.build import LIBRARY_NAME, REPO_ROOT, build
+
+P, I, F, L = ctypes.c_void_p, ctypes.c_int, ctypes.c_float, ctypes.c_longlong
+
+# Argument types of every exported launcher, in C order; the trailing stream is implied.
+SIGNATURES = {
+    "embed": [P, P, I, P],
+    "rmsnorm_gemv": [P, P, F, P, I, I, I, P, P],
+    "rope_cache": [P, P, P, F, P, P, P, P, P, P],
+    "q_absorb": [P, P, I, P],
+    "attention_chunk": [P, P, P, P, P, I, I, F, P, P, P],
+    "attention_merge": [P, P, P, I, P],
+    "wuv_oproj": [P, P, I, P, I, P, P, P],
+    "router_topk": [P, P, F, P, I, I, I, F, P, P, P, I],
+    "expert_gate_up": [P, P, F, P, P, L, P, I, I, I, I, P],
+    "expert_down": [P, P, P, I, P, I, P, P, I, P, I, I, P],
+    "lm_head": [P, P, F, P, I, I, I, P, P, P],
+    "argmax": [P, P, I, P, P, P],
+}
+
+
+class KernelError(RuntimeError):
+    pass
+
+
+def device_arch(device: torch.device | str | None = None) -> str:
+    """The build target of a GPU: sm_90a on Hopper (its arch-specific features), gfxXXX on AMD."""
+    props = torch.cuda.get_device_properties(device)
+    if getattr(torch.version, "hip", None):
+        return props.gcnArchName.split(":")[0]
+    major, minor = props.major, props.minor
+    return f"sm_{major}{minor}a" if major == 9 else f"sm_{major}{minor}"
+
+
+def ptr(t: torch.Tensor | None, dtype: torch.dtype | None = None) -> int | None:
+    """Raw device pointer of a contiguous GPU tensor (None passes a null pointer)."""
+    if t is None:
+        return None
+    if not t.is_cuda:
+        raise ValueError(f"tensor on {t.device}, expected a GPU tensor")
+    if not t.is_contiguous():
+        raise ValueError("tensor must be contiguous")
+    if dtype is not None and t.dtype != dtype:
+        raise TypeError(f"expected {dtype}, got {t.dtype}")
+    return t.data_ptr()
+
+
+class TaskKernels:
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.lib = ctypes.CDLL(str(self.path))
+        self.lib.fd_error_string.restype = ctypes.c_char_p
+        self.lib.fd_error_string.argtypes = [I]
+        self.warp_size = self.lib.fd_warp_size()
+        for kind, argtypes in SIGNATURES.items():
+            fn = getattr(self.lib, f"fd_launch_{kind}")
+            fn.argtypes = [*argtypes, P]
+            fn.restype = I
+
+    def _launch(self, kind: str, *args) -> None:
+        stream = torch.cuda.current_stream().cuda_stream
+        code = getattr(self.lib, f"fd_launch_{kind}")(*args, stream)
+        if code != 0:
+            raise KernelError(f"fd_launch_{kind}: {self.lib.fd_error_string(code).decode()} ({code})")
+
+    def embed(self, table, token, out):
+        self._launch("embed", ptr(table, torch.bfloat16), ptr(token, torch.int32), table.shape[1],
+                     ptr(out, torch.bfloat16))
+
+    def rmsnorm_gemv(self, x, norm_weight, eps, W, out, rows_per_tile, residual=None):
+        self._launch("rmsnorm_gemv", ptr(x, torch.bfloat16), ptr(norm_weight, torch.bfloat16), eps,
+                     ptr(W, torch.bfloat16), W.shape[1], W.shape[0], rows_per_tile,
+                     ptr(residual, torch.bfloat16), ptr(out, torch.bfloat16))
+
+    def rope_cache(self, q, kv_a, kv_norm_weight, eps, cos, sin, pos, q_pe_out, ckv_cache, kpe_cache):
+        self._launch("rope_cache", ptr(q, torch.bfloat16), ptr(kv_a, torch.bfloat16),
+                     ptr(kv_norm_weight, torch.bfloat16), eps, ptr(cos, torch.float32), ptr(sin, torch.float32),
+                     ptr(pos, torch.int32), ptr(q_pe_out, torch.bfloat16), ptr(ckv_cache, torch.bfloat16),
+                     ptr(kpe_cache, torch.bfloat16))
+
+    def q_absorb(self, q, kv_b, q_lat, cols_per_tile=128):
+        self._launch("q_absorb", ptr(q, torch.bfloat16), ptr(kv_b, torch.bfloat16), cols_per_tile,
+                     ptr(q_lat, torch.float32))
+
+    def attention_chunk(self, q_lat, q_pe, ckv_cache, kpe_cache, n_pos, chunk_len, scale, part_m, part_l, part_o):
+        self._launch("attention_chunk", ptr(q_lat, torch.float32), ptr(q_pe, torch.bfloat16),
+                     ptr(ckv_cache, torch.bfloat16), ptr(kpe_cache, torch.bfloat16), ptr(n_pos, torch.int32),
+                     part_m.shape[0], chunk_len, scale, ptr(part_m, torch.float32), ptr(part_l, torch.float32),
+                     ptr(part_o, torch.float32))
+
+    def attention_merge(self, part_m, part_l, part_o, out_lat):
+        self._launch("attention_merge", ptr(part_m, torch.float32), ptr(part_l, torch.float32),
+                     ptr(part_o, torch.float32), part_m.shape[0], ptr(out_lat, torch.float32))
+
+    def wuv_oproj(self, out_lat, kv_b, o_proj, residual, attn_out, out, wuv_rows_per_tile=16,
+                  oproj_rows_per_tile=16):
+        self._launch("wuv_oproj", ptr(out_lat, torch.float32), ptr(kv_b, torch.bfloat16), wuv_rows_per_tile,
+                     ptr(o_proj, torch.bfloat16), oproj_rows_per_tile, ptr(residual, torch.bfloat16),
+                     ptr(attn_out, torch.bfloat16), ptr(out, torch.bfloat16))
+
+    def router_topk(self, x, norm_weight, eps, w_router, top_k, routed_scaling, probs, topk_idx, topk_weight,
+                    threads=256):
+        self._launch("router_topk", ptr(x, torch.bfloat16), ptr(norm_weight, torch.bfloat16), eps,
+                     ptr(w_router, torch.float32), w_router.shape[0], w_router.shape[1], top_k, routed_scaling,
+                     ptr(probs, torch.float32), ptr(topk_idx, torch.int32), ptr(topk_weight, torch.float32), threads)
+
+    def expert_gate_up(self, x, norm_weight, eps, gate_w, up_w, expert_stride, expert_idx, act, rows_per_tile):
+        """act: [n_slots, inter]; gate_w/up_w: views into the expert weights (any shape, contiguous base)."""
+        self._launch("expert_gate_up", ptr(x, torch.bfloat16), ptr(norm_weight, torch.bfloat16), eps,
+                     gate_w.data_ptr(), up_w.data_ptr(), expert_stride, ptr(expert_idx, torch.int32),
+                     act.shape[0], x.shape[0], act.shape[1], rows_per_tile, ptr(act, torch.bfloat16))
+
+    def expert_down(self, down_w, expert_idx, topk_weight, act, shared_down, shared_act, residual, out,
+                    rows_per_tile):
+        n_slots = 0 if act is None else act.shape[0]
+        inter = 0 if act is None else act.shape[1]
+        shared_inter = 0 if shared_act is None else shared_act.shape[0]
+        self._launch("expert_down", ptr(down_w, torch.bfloat16), ptr(expert_idx, torch.int32),
+                     ptr(topk_weight, torch.float32), n_slots, ptr(act, torch.bfloat16), inter,
+                     ptr(shared_down, torch.bfloat16), ptr(shared_act, torch.bfloat16), shared_inter,
+                     ptr(residual, torch.bfloat16), out.shape[0], rows_per_tile, ptr(out, torch.bfloat16))
+
+    def lm_head(self, x, norm_weight, eps, W, logits, part_value, part_index, rows_per_tile):
+        self._launch("lm_head", ptr(x, torch.bfloat16), ptr(norm_weight, torch.bfloat16), eps,
+                     ptr(W, torch.bfloat16), W.shape[1], W.shape[0], rows_per_tile, ptr(logits, torch.float32),
+                     ptr(part_value, torch.float32), ptr(part_index, torch.int32))
+
+    def argmax(self, value, token, index=None, tokens=None, step=None):
+        self._launch("argmax", ptr(value, torch.float32), ptr(index, torch.int32), value.shape[0],
+                     ptr(token, torch.int32), ptr(tokens, torch.int32), ptr(step, torch.int32))
+
+
+def default_library_path(arch: str) -> Path:
+    return Path(os.environ.get("FLEET_DECODE_KERNELS", REPO_ROOT / "build" / "kernels" / arch / LIBRARY_NAME))
+
+
+def load(path: str | os.PathLike | None = None, build_if_missing: bool = True) -> TaskKernels:
+    """Loads the library at path (default: this GPU's build dir), building it first if missing."""
+    if path is None:
+        arch = device_arch()
+        path = default_library_path(arch)
+        if not path.exists() and build_if_missing:
+            build(arch, path.parent)
+    return TaskKernels(path)

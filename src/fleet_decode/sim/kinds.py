@@ -1,0 +1,191 @@
+"""What each task kind computes, in torch, over the simulator's memory.
+
+One function per kind, reading its operands by the names format.OPERANDS gives them; all products
+accumulate in fp32 with the reference's own functions (fleet_decode.model.reference), so the graph's
+tiling and flash-decoding split are the only differences from the reference decode step.
+"""
+
+import torch
+import torch.nn.functional as F
+
+from fleet_decode.graph.format import Kind, OPERANDS
+from fleet_decode.model.reference import linear, rms_norm, rope, route
+
+
+class TaskContext:
+    """One task at one step: its operands by name, the step's position, and the read/write checks."""
+
+    def __init__(self, sim, task_index, step, knowledge):
+        self.sim, self.index, self.step, self.knowledge = sim, task_index, step, knowledge
+        self.task = sim.graph.tasks[task_index]
+        self.c = sim.graph.constants
+        self.pos = sim.pos0 + step
+        bufs, wts, _ = OPERANDS[self.task.kind]
+        self._buf = dict(zip(bufs, self.task.buffers))
+        self._wt = dict(zip(wts, self.task.weights))
+
+    def buffer(self, operand) -> int:
+        return self._buf[operand]
+
+    def size(self, operand):
+        return self.sim.graph.buffers[self._buf[operand]].numel
+
+    def read(self, operand, lo=0, hi=None) -> torch.Tensor:
+        hi = self.size(operand) if hi is None else hi
+        return self.sim.memory.read(self.index, self.step, self.knowledge, self._buf[operand], lo, hi)
+
+    def write(self, operand, lo, values):
+        self.sim.memory.write(self.index, self.step, self.knowledge, self._buf[operand], lo, lo + values.numel(), values)
+
+    def add(self, operand, lo, values):
+        self.sim.memory.write(self.index, self.step, self.knowledge, self._buf[operand], lo, lo + values.numel(), values,
+                              accumulate=True)
+
+    def weight(self, operand) -> torch.Tensor:
+        return self.sim.weights[self._wt[operand]]
+
+    def arg(self, i):
+        return self.task.args[i]
+
+
+def _normed(ctx):
+    return rms_norm(ctx.read("x").float(), ctx.weight("norm"), ctx.c.rms_eps)
+
+
+def embed(ctx):
+    token = int(ctx.read("tokens", ctx.step, ctx.step + 1))
+    c0, c1 = ctx.task.tile
+    ctx.write("out", c0, ctx.weight("embed")[token, c0:c1].float())
+
+
+def rmsnorm_gemv(ctx):
+    r0, r1 = ctx.task.tile
+    ctx.write("y", r0, linear(_normed(ctx), ctx.weight("matrix")[r0:r1]))
+
+
+def _per_head(ctx):
+    c = ctx.c
+    return ctx.weight("kv_b").view(c.n_heads, c.qk_nope + c.v_head, c.kv_rank)
+
+
+def rope_q_absorb(ctx):
+    c, (h0, h1) = ctx.c, ctx.task.tile
+    width = c.qk_nope + c.qk_rope
+    q = ctx.read("q", h0 * width, h1 * width).view(h1 - h0, width)
+    cos, sin = ctx.weight("rope_cos")[ctx.pos], ctx.weight("rope_sin")[ctx.pos]
+    w_uk = _per_head(ctx)[h0:h1, :c.qk_nope]
+    q_lat = torch.einsum("hd,hdc->hc", q[:, :c.qk_nope].float(), w_uk.float())
+    ctx.write("q_lat", h0 * c.kv_rank, q_lat.reshape(-1))
+    ctx.write("q_pe", h0 * c.qk_rope, rope(q[:, c.qk_nope:], cos, sin).reshape(-1))
+
+
+def cache_append(ctx):
+    c, pos = ctx.c, ctx.pos
+    kv = ctx.read("kv_a").float()
+    cos, sin = ctx.weight("rope_cos")[pos], ctx.weight("rope_sin")[pos]
+    ckv = rms_norm(kv[:c.kv_rank], ctx.weight("kv_norm"), c.rms_eps)
+    ctx.write("ckv", pos * c.kv_rank, ckv)
+    ctx.write("kpe", pos * c.qk_rope, rope(kv[c.kv_rank:], cos, sin))
+
+
+def attn_chunk(ctx):
+    """Flash-decoding partial: per head the chunk's max score m, sum of exp(score - m) l, and the
+    unnormalised sum of exp(score - m)·c_kv o. Positions past the current one are not attended."""
+    c, (p0, p1) = ctx.c, ctx.task.tile
+    H, R, chunk = c.n_heads, c.kv_rank, ctx.task.slot
+    end = min(p1, ctx.pos + 1)
+    q_lat = ctx.read("q_lat").view(H, R).float()
+    q_pe = ctx.read("q_pe").view(H, c.qk_rope).float()
+    if end > p0:
+        ckv = ctx.read("ckv", p0 * R, end * R).view(-1, R).float()
+        kpe = ctx.read("kpe", p0 * c.qk_rope, end * c.qk_rope).view(-1, c.qk_rope).float()
+        scores = c.attn_scale * (q_lat @ ckv.T + q_pe @ kpe.T)
+        m = scores.max(dim=-1).values
+        p = torch.exp(scores - m[:, None])
+        l, o = p.sum(dim=-1), p @ ckv
+    else:
+        m, l, o = torch.full((H,), -torch.inf), torch.zeros(H), torch.zeros(H, R)
+    ctx.write("part_o", chunk * H * R, o.reshape(-1))
+    ctx.write("part_ml", chunk * H * 2, torch.stack((m, l), dim=-1).reshape(-1))
+
+
+def attn_merge_uv(ctx):
+    c, (h0, h1) = ctx.c, ctx.task.tile
+    H, R, n = c.n_heads, c.kv_rank, ctx.arg(0)
+    o = torch.stack([ctx.read("part_o", (k * H + h0) * R, (k * H + h1) * R).view(h1 - h0, R) for k in range(n)])
+    ml = torch.stack([ctx.read("part_ml", (k * H + h0) * 2, (k * H + h1) * 2).view(h1 - h0, 2) for k in range(n)])
+    m, l = ml[..., 0], ml[..., 1]
+    scale = torch.exp(m - m.max(dim=0).values)  # empty chunks have m = -inf and weigh 0
+    out_lat = (scale[..., None] * o).sum(dim=0) / (scale * l).sum(dim=0)[:, None]
+    w_uv = _per_head(ctx)[h0:h1, c.qk_nope:]
+    ctx.write("attn_out", h0 * c.v_head, torch.einsum("hc,hvc->hv", out_lat, w_uv.float()).reshape(-1))
+
+
+def o_proj_residual(ctx):
+    r0, r1 = ctx.task.tile
+    projected = linear(ctx.read("attn_out"), ctx.weight("o_proj")[r0:r1])
+    out = ctx.read("residual", r0, r1).float() + projected
+    ctx.write("h_attn", r0, out)
+    ctx.write("h_out", r0, out)  # the start of the sum the MLP tiles add into
+
+
+def router(ctx):
+    weights, experts = route(_normed(ctx), ctx.weight("router"), ctx.c.top_k, ctx.c.routed_scaling)
+    ctx.write("route_idx", 0, experts.to(torch.int32))
+    ctx.write("route_w", 0, weights.float())
+
+
+def _swiglu(ctx, gate, up):
+    x = _normed(ctx)
+    return F.silu(linear(x, gate)) * linear(x, up)
+
+
+def gate_up(ctx):
+    r0, r1 = ctx.task.tile
+    ctx.write("act", r0, _swiglu(ctx, ctx.weight("gate")[r0:r1], ctx.weight("up")[r0:r1]))
+
+
+def down_accum(ctx):
+    r0, r1 = ctx.task.tile
+    ctx.add("h_out", r0, linear(ctx.read("act"), ctx.weight("down")[r0:r1]))
+
+
+def expert_gate_up(ctx):
+    r0, r1, k, inter = *ctx.task.tile, ctx.task.slot, ctx.c.moe_inter
+    expert = ctx.weight("gate_up")[int(ctx.read("route_idx", k, k + 1))]
+    ctx.write("act", r0, _swiglu(ctx, expert[r0:r1], expert[inter + r0:inter + r1]))
+
+
+def expert_down_accum(ctx):
+    r0, r1, k = *ctx.task.tile, ctx.task.slot
+    expert = int(ctx.read("route_idx", k, k + 1))
+    weight = ctx.read("route_w", k, k + 1).float()
+    ctx.add("h_out", r0, weight * linear(ctx.read("act"), ctx.weight("down")[expert, r0:r1]))
+
+
+def lm_head(ctx):
+    """Logits rows of this step, rounded to the model dtype as HF's lm_head output is (so ties break
+    the same way), and this tile's first maximum for the argmax."""
+    r0, r1, vocab = *ctx.task.tile, ctx.c.vocab
+    logits = linear(_normed(ctx), ctx.weight("lm_head")[r0:r1]).to(ctx.sim.model_dtype).float()
+    ctx.write("logits", ctx.step * vocab + r0, logits)
+    best = int(torch.argmax(logits))
+    ctx.write("part_max", ctx.task.slot, logits[best:best + 1])
+    ctx.write("part_idx", ctx.task.slot, torch.tensor([r0 + best], dtype=torch.int32))
+
+
+def argmax(ctx):
+    """The first maximum over the tiles' first maxima: torch.argmax's answer over the whole row."""
+    n = ctx.arg(0)
+    best = int(torch.argmax(ctx.read("part_max", 0, n)))
+    ctx.write("tokens", ctx.step + 1, ctx.read("part_idx", best, best + 1).clone())
+
+
+RUN = {
+    Kind.EMBED: embed, Kind.RMSNORM_GEMV: rmsnorm_gemv, Kind.ROPE_Q_ABSORB: rope_q_absorb,
+    Kind.CACHE_APPEND: cache_append, Kind.ATTN_CHUNK: attn_chunk, Kind.ATTN_MERGE_UV: attn_merge_uv,
+    Kind.O_PROJ_RESIDUAL: o_proj_residual, Kind.ROUTER: router, Kind.GATE_UP: gate_up, Kind.DOWN_ACCUM: down_accum,
+    Kind.EXPERT_GATE_UP: expert_gate_up, Kind.EXPERT_DOWN_ACCUM: expert_down_accum, Kind.LM_HEAD: lm_head,
+    Kind.ARGMAX: argmax,
+}
+assert set(RUN) == set(Kind), "every task kind needs a simulator implementation"

@@ -1,0 +1,103 @@
+"""The encoding: round trips, rejects malformed arrays clearly, and matches the committed C header."""
+
+import copy
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fleet_decode.graph import EncodedGraph, GraphFormatError, Kind, Plan, build_graph, decode_graph
+from fleet_decode.graph.c_header import render_c_header
+from fleet_decode.graph.format import HEADER, TASK
+from fleet_decode.model import get_config
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return build_graph(get_config("tiny"), Plan(workers=3, stage_tiles=4, attn_chunk=8, max_positions=24, max_steps=4))
+
+
+def test_round_trip_gives_the_same_graph(graph):
+    encoded = graph.encode()
+    assert decode_graph(encoded) == graph
+    assert decode_graph(EncodedGraph.from_blob(encoded.blob(), encoded.names)) == graph
+    # every array is int32 and the blob is exactly header + sections
+    blob = encoded.blob()
+    assert blob.dtype == np.int32 and blob.size == int(encoded.header[HEADER["TOTAL_WORDS"]])
+
+
+def test_layer_graph_round_trips_and_has_no_head():
+    g = build_graph(get_config("tiny"), Plan(workers=2), layers=[1])
+    assert decode_graph(g.encode()) == g
+    assert {t.layer for t in g.tasks} == {1}
+    assert not g.constants.has_head and g.constants.first_layer == 1
+    with pytest.raises(ValueError, match="consecutive"):
+        build_graph(get_config("tiny"), Plan(workers=2), layers=[0, 2])
+
+
+def _broken(graph, edit):
+    encoded = copy.deepcopy(graph.encode())
+    edit(encoded)
+    return encoded
+
+
+def test_rejects_an_unknown_kind(graph):
+    enc = _broken(graph, lambda e: e.tasks.__setitem__((5, TASK["KIND"]), 99))
+    with pytest.raises(GraphFormatError, match=r"task 5 \(.*\) KIND: 99 is not a valid Kind"):
+        decode_graph(enc)
+
+
+def test_rejects_an_event_index_out_of_range(graph):
+    n_events = len(graph.events)
+    task = next(i for i, t in enumerate(graph.tasks) if t.inputs)
+    enc = _broken(graph, lambda e: e.tasks.__setitem__((task, TASK["IN0_EVENT"]), n_events))
+    with pytest.raises(GraphFormatError, match=rf"waits on event index {n_events}, out of range \[0, {n_events}\)"):
+        decode_graph(enc)
+    enc = _broken(graph, lambda e: e.tasks.__setitem__((task, TASK["OUT_EVENT"]), -7))
+    with pytest.raises(GraphFormatError, match="OUT_EVENT -7 out of range"):
+        decode_graph(enc)
+
+
+def test_rejects_lists_longer_than_declared(graph):
+    enc = _broken(graph, lambda e: setattr(e, "tasks", np.concatenate([e.tasks, e.tasks[:1]])))
+    with pytest.raises(GraphFormatError, match=rf"tasks array holds {len(graph.tasks) + 1} records but the header declares {len(graph.tasks)}"):
+        decode_graph(enc)
+    enc = _broken(graph, lambda e: setattr(e, "worker_tasks", np.append(e.worker_tasks, np.int32(0))))
+    with pytest.raises(GraphFormatError, match="worker_tasks holds .* entries but worker_offsets declares"):
+        decode_graph(enc)
+    blob = graph.encode().blob()
+    with pytest.raises(GraphFormatError, match="but its header declares"):
+        EncodedGraph.from_blob(np.append(blob, np.int32(0)))
+
+
+def test_rejects_inconsistent_records(graph):
+    first = next(i for i, t in enumerate(graph.tasks) if t.out_event >= 0)
+    event = graph.tasks[first].out_event
+    enc = _broken(graph, lambda e: e.events.__setitem__((event, 0), e.events[event, 0] + 1))
+    with pytest.raises(GraphFormatError, match="triggers per step but"):
+        decode_graph(enc)
+    enc = _broken(graph, lambda e: e.worker_tasks.__setitem__(0, e.worker_tasks[1]))
+    with pytest.raises(GraphFormatError, match="exactly once"):
+        decode_graph(enc)
+    argmax = next(i for i, t in enumerate(graph.tasks) if t.kind == Kind.ARGMAX)
+    enc = _broken(graph, lambda e: e.tasks.__setitem__((argmax, TASK["BUF5"]), 0))
+    with pytest.raises(GraphFormatError, match="BUF5 is unused by ARGMAX"):
+        decode_graph(enc)
+    enc = _broken(graph, lambda e: e.header.__setitem__(HEADER["MAGIC"], 0))
+    with pytest.raises(GraphFormatError, match="bad magic"):
+        decode_graph(enc)
+
+
+def test_committed_c_header_is_the_generated_one():
+    committed = (ROOT / "hip/runtime/graph_format.h").read_text()
+    assert committed == render_c_header(), "regenerate: python -m fleet_decode.graph --c-header hip/runtime/graph_format.h"
+
+
+def test_spec_document_names_every_kind_and_field():
+    doc = (ROOT / "docs/task-graph.md").read_text()
+    from fleet_decode.graph import format as fmt
+    names = [k.name for k in fmt.Kind] + list(fmt.HEADER) + list(fmt.TASK) + list(fmt.EVENT) + list(fmt.BUFFER)
+    missing = [n for n in names + list(fmt.WEIGHT) if f"`{n}`" not in doc]
+    assert not missing, f"docs/task-graph.md does not describe {missing}"

@@ -1,0 +1,144 @@
+"""CPU checks of hip/: it compiles with nvcc for sm_90a and with hipcc for gfx90a (CI fails, not
+skips, when a compiler is missing), the library exports every launcher with the C ABI the ctypes
+loader declares, and no source outside port.h assumes a warp width, an SM count or a vendor."""
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from fleet_decode.kernels.build import HIP_DIR, LIBRARY_NAME, build, parse_amdgpu_remarks, parse_ptxas, toolchain
+from fleet_decode.kernels.library import SIGNATURES, TaskKernels, ptr
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+TASK_FILES = sorted((HIP_DIR / "tasks").glob("*.cu"))
+STANDALONE_KERNELS = {"fd_kernel_" + kind for kind in SIGNATURES if kind != "wuv_oproj"} | {"fd_kernel_wuv"}
+
+
+def require_compiler(arch: str) -> None:
+    compiler = toolchain(arch).compiler
+    if shutil.which(compiler) is None:
+        message = f"{compiler} not on PATH (needed to compile hip/ for {arch})"
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def nvcc_build(tmp_path_factory):
+    require_compiler("sm_90a")
+    return build("sm_90a", tmp_path_factory.mktemp("sm_90a"))
+
+
+@pytest.fixture(scope="module")
+def hipcc_build(tmp_path_factory):
+    require_compiler("gfx90a")
+    return build("gfx90a", tmp_path_factory.mktemp("gfx90a"))
+
+
+@pytest.mark.parametrize("record_name", ["nvcc_build", "hipcc_build"])
+def test_hip_compiles_every_kernel_without_spills(record_name, request):
+    record = request.getfixturevalue(record_name)
+    assert STANDALONE_KERNELS <= set(record["kernels"]), set(record["kernels"])
+    for name, info in record["kernels"].items():
+        assert info["registers"] > 0, name
+        assert not info.get("spill_stores") and not info.get("spill_vgprs") and not info.get("scratch"), (name, info)
+    assert not record["spills"]
+    assert Path(record["library"]).stat().st_size > 0
+    assert len(record["library_sha256"]) == 64
+    assert all(src in record["sources"] for src in (f"hip/tasks/{f.name}" for f in TASK_FILES))
+    assert record["compiler_version"]
+
+
+def test_nvcc_targets_sm90a_with_ptxas_report(nvcc_build):
+    flags = " ".join(nvcc_build["compile_flags"])
+    assert "code=sm_90a" in flags and "-Xptxas -v" in flags and "-O3" in flags
+
+
+def test_hipcc_targets_amd_not_nvcc(hipcc_build):
+    # Debian's hipcc falls back to nvcc when HIP_PLATFORM is unset and nvcc is on PATH.
+    assert hipcc_build["env"] == {"HIP_PLATFORM": "amd"}
+    assert "--offload-arch=gfx90a" in hipcc_build["compile_flags"]
+    assert "clang" in hipcc_build["compiler_version"].lower()
+
+
+def test_library_exports_every_launcher(nvcc_build):
+    lib = TaskKernels(nvcc_build["library"])  # dlopen needs no GPU
+    for kind in SIGNATURES:
+        assert getattr(lib.lib, f"fd_launch_{kind}") is not None
+    assert lib.warp_size == 32
+    assert lib.lib.fd_error_string(-1) == b"invalid launch arguments"
+
+
+def test_loader_rejects_host_tensors():
+    with pytest.raises(ValueError):
+        ptr(torch.zeros(4))
+    assert ptr(None) is None
+
+
+PTXAS_SAMPLE = """ptxas info    : Compiling entry function '_Z16fd_kernel_argmaxPKfPKiiPiS3_S2_' for 'sm_90a'
+ptxas info    : Function properties for _Z16fd_kernel_argmaxPKfPKiiPiS3_S2_
+    8 bytes stack frame, 4 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 17 registers, used 1 barriers, 256 bytes smem
+"""
+
+AMD_SAMPLE = """x.cu:24:1: remark: Function Name: _Z15fd_kernel_embedPKtPKiiPt [-Rpass-analysis=kernel-resource-usage]
+x.cu:24:1: remark:     SGPRs: 18 [-Rpass-analysis=kernel-resource-usage]
+x.cu:24:1: remark:     VGPRs: 10 [-Rpass-analysis=kernel-resource-usage]
+x.cu:24:1: remark:     ScratchSize [bytes/lane]: 16 [-Rpass-analysis=kernel-resource-usage]
+x.cu:24:1: remark:     VGPRs Spill: 3 [-Rpass-analysis=kernel-resource-usage]
+"""
+
+
+def test_resource_reports_are_parsed():
+    assert parse_ptxas(PTXAS_SAMPLE) == {"fd_kernel_argmax": {
+        "stack_frame": 8, "spill_stores": 4, "spill_loads": 12, "registers": 17, "static_smem": 256}}
+    assert parse_amdgpu_remarks(AMD_SAMPLE) == {"fd_kernel_embed": {
+        "sgprs": 18, "registers": 10, "scratch": 16, "spill_vgprs": 3}}
+
+
+# --- portability lint --------------------------------------------------------------------------
+
+FORBIDDEN = [
+    (r"#\s*include\s*[<\"](cuda_runtime|cuda_bf16|cuda_fp16|cuda/|hip/)", "vendor header outside port.h"),
+    (r"\bwarpSize\b", "warpSize (use kWarpSize from port.h)"),
+    (r"__shfl|__syncwarp|__ballot|__activemask|\batomic(Add|CAS|Exch)\b|__hip_atomic|cuda::", "vendor intrinsic"),
+    (r"\basm\b", "inline assembly outside port.h"),
+    (r"(threadIdx\.x|lane|tid)\s*(%|/|&|>>)\s*\d", "thread index split by a numeric literal (warp width?)"),
+    (r"(%|&)\s*(31|32|63|64)\b|>>\s*[56]\b|\b0x[fF]{8}\b", "warp-width arithmetic or a full-warp mask"),
+    (r"\b(108|114|132|228|304)\b", "an SM/CU count"),
+]
+
+
+def lint(hip_dir: Path) -> list[str]:
+    problems = []
+    for path in sorted(hip_dir.rglob("*")):
+        if path.suffix not in (".h", ".cu", ".cuh", ".hip", ".cpp") or path.name == "port.h":
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            code = line.split("//")[0]
+            for pattern, why in FORBIDDEN:
+                if re.search(pattern, code):
+                    problems.append(f"{path.relative_to(hip_dir)}:{number}: {why}: {line.strip()}")
+    return problems
+
+
+def test_hip_sources_are_portable():
+    assert TASK_FILES, "no task kernels found"
+    assert lint(HIP_DIR) == []
+
+
+@pytest.mark.parametrize("bad_line", [
+    "#include <cuda_runtime.h>",
+    "int lane = threadIdx.x % 32;",
+    "v += __shfl_xor_sync(0xffffffff, v, 16);",
+    "for (int m = warpSize / 2; m; m >>= 1) {}",
+    "const int workers = 132;",
+    "int w = tid >> 5;",
+])
+def test_lint_catches_non_portable_code(tmp_path, bad_line):
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "bad.cu").write_text(f"// fine comment: warpSize 32\n{bad_line}\n")
+    assert len(lint(tmp_path)) >= 1

@@ -1,0 +1,176 @@
+"""The M1 harness itself, on the CPU: run against a torch model of every task kernel (same
+rounding points as hip/tasks) it must pass every kind; against models with a planted bug it must
+fail exactly that kind."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from fleet_decode.kernels.check import Shapes, check_all
+
+SMALL = Shapes(hidden=128, heads=2, kv_lora=32, rope=8, nope=16, v_head=16, experts=8, top_k=2, moe_inter=32,
+               shared_inter=64, dense_inter=96, vocab=500, cache_len=40, n_pos=37, chunk_len=8)
+KINDS = {"embed", "rmsnorm_gemv", "rope_cache", "q_absorb", "attention_chunk", "attention_merge", "wuv_oproj",
+         "router_topk", "expert_gate_up", "expert_gate_up:shared", "expert_gate_up:dense", "expert_down",
+         "expert_down:dense", "lm_head", "argmax"}
+
+
+def bf16(t):
+    return t.to(torch.bfloat16)
+
+
+def rms_norm(x, w, eps):
+    xf = x.float()
+    return w * bf16(xf * torch.rsqrt(xf.pow(2).mean() + eps))
+
+
+def rotate(x, cos, sin):
+    a, b = x.float().view(-1, 2).unbind(-1)
+    return bf16(torch.stack([a * cos - b * sin, a * sin + b * cos], -1).flatten())
+
+
+class TorchTaskKernels:
+    """Each fd_launch_* of hip/tasks written with torch ops, fp32 accumulation, bf16 where the
+    kernels round. Same Python signatures as fleet_decode.kernels.library.TaskKernels."""
+    warp_size = 32
+
+    def embed(self, table, token, out):
+        out.copy_(table[int(token)])
+
+    def rmsnorm_gemv(self, x, norm_weight, eps, W, out, rows_per_tile, residual=None):
+        xn = x if norm_weight is None else rms_norm(x, norm_weight, eps)
+        y = bf16(W.float() @ xn.float())
+        out.copy_(y if residual is None else bf16(residual.float() + y.float()))
+
+    def rope_cache(self, q, kv_a, kv_norm_weight, eps, cos, sin, pos, q_pe_out, ckv_cache, kpe_cache):
+        p, rope = int(pos), q_pe_out.shape[1]
+        latent = kv_a.numel() - rope
+        for h, head in enumerate(q.view(q_pe_out.shape[0], -1)):
+            q_pe_out[h] = rotate(head[-rope:], cos[p], sin[p])
+        kpe_cache[p] = rotate(kv_a[latent:], cos[p], sin[p])
+        ckv_cache[p] = rms_norm(kv_a[:latent], kv_norm_weight, eps)
+
+    def q_absorb(self, q, kv_b, q_lat, cols_per_tile=128):
+        heads, latent = q_lat.shape
+        head_rows = kv_b.shape[0] // heads
+        nope = head_rows // 2
+        w_uk = kv_b.view(heads, head_rows, latent)[:, :nope].float()
+        q_lat.copy_(torch.einsum("hd,hdc->hc", q.view(heads, -1)[:, :nope].float(), w_uk))
+
+    def attention_chunk(self, q_lat, q_pe, ckv_cache, kpe_cache, n_pos, chunk_len, scale, part_m, part_l, part_o):
+        n = int(n_pos)
+        for c in range(part_m.shape[0]):
+            t0, t1 = c * chunk_len, min((c + 1) * chunk_len, n)
+            if t0 >= t1:
+                part_m[c], part_l[c], part_o[c] = -math.inf, 0.0, 0.0
+                continue
+            s = scale * (q_lat @ ckv_cache[t0:t1].float().T + q_pe.float() @ kpe_cache[t0:t1].float().T)
+            m = s.max(-1).values
+            p = torch.exp(s - m[:, None])
+            part_m[c], part_l[c], part_o[c] = m, p.sum(-1), p @ ckv_cache[t0:t1].float()
+
+    def attention_merge(self, part_m, part_l, part_o, out_lat):
+        w = torch.where(part_l > 0, torch.exp(part_m - part_m.max(0).values), torch.zeros_like(part_m))
+        out_lat.copy_((w[..., None] * part_o).sum(0) / (w * part_l).sum(0)[:, None])
+
+    def wuv_oproj(self, out_lat, kv_b, o_proj, residual, attn_out, out, wuv_rows_per_tile=16, oproj_rows_per_tile=16):
+        heads, latent = out_lat.shape
+        head_rows = kv_b.shape[0] // heads
+        w_uv = kv_b.view(heads, head_rows, latent)[:, head_rows // 2:].float()
+        attn_out.copy_(bf16(torch.einsum("hdc,hc->hd", w_uv, out_lat).flatten()))
+        self.rmsnorm_gemv(attn_out, None, 0.0, o_proj, out, oproj_rows_per_tile, residual)
+
+    def router_topk(self, x, norm_weight, eps, w_router, top_k, routed_scaling, probs, topk_idx, topk_weight,
+                    threads=256):
+        p = torch.softmax(w_router @ rms_norm(x, norm_weight, eps).float(), -1)
+        order = sorted(range(p.numel()), key=lambda e: (-p[e].item(), e))[:top_k]
+        probs.copy_(p)
+        topk_idx.copy_(torch.tensor(order, dtype=torch.int32))
+        topk_weight.copy_(p[order] * routed_scaling)
+
+    def expert_gate_up(self, x, norm_weight, eps, gate_w, up_w, expert_stride, expert_idx, act, rows_per_tile):
+        xn = rms_norm(x, norm_weight, eps).float()
+        inter = act.shape[1]
+        for slot in range(act.shape[0]):
+            # routed: gate_w is experts.gate_up_proj [E, 2I, hidden], up_w its view [:, I:]
+            gate, up = (gate_w, up_w) if expert_idx is None else (gate_w[int(expert_idx[slot])][:inter],
+                                                                  up_w[int(expert_idx[slot])])
+            g, u = bf16(gate.float() @ xn), bf16(up.float() @ xn)
+            act[slot] = bf16(bf16(F.silu(g.float())).float() * u.float())
+
+    def expert_down(self, down_w, expert_idx, topk_weight, act, shared_down, shared_act, residual, out, rows_per_tile):
+        shared = bf16(shared_down.float() @ shared_act.float()).float()
+        if act is None:
+            mlp = shared
+        else:
+            routed = sum(topk_weight[s] * bf16(down_w[int(e)].float() @ act[s].float()).float()
+                         for s, e in enumerate(expert_idx))
+            mlp = bf16(bf16(routed).float() + shared).float()
+        out.copy_(bf16(residual.float() + mlp))
+
+    def lm_head(self, x, norm_weight, eps, W, logits, part_value, part_index, rows_per_tile):
+        logits.copy_(bf16(W.float() @ rms_norm(x, norm_weight, eps).float()).float())
+        for t in range(part_value.shape[0]):
+            tile = logits[t * rows_per_tile: (t + 1) * rows_per_tile]
+            part_value[t], part_index[t] = tile.max(), t * rows_per_tile + int(torch.argmax(tile))
+
+    def argmax(self, value, token, index=None, tokens=None, step=None):
+        best = int(torch.argmax(value))  # first occurrence
+        token[0] = best if index is None else index[best]
+        if tokens is not None:
+            tokens[int(step)] = token[0]
+
+
+@pytest.fixture(scope="module")
+def correct_results():
+    return check_all(seed=0, device="cpu", lib=TorchTaskKernels(), shapes=SMALL)
+
+
+def test_harness_passes_a_correct_model_of_every_kernel(correct_results):
+    assert set(correct_results) == KINDS
+    failed = {k: r["note"] or r for k, r in correct_results.items() if not r["passed"]}
+    assert not failed
+    for kind, r in correct_results.items():
+        assert r["written"] and r["max_rel"] <= r["tol"], kind
+
+
+class UnwrittenRow(TorchTaskKernels):
+    def rmsnorm_gemv(self, x, norm_weight, eps, W, out, rows_per_tile, residual=None):
+        full = out.clone()
+        super().rmsnorm_gemv(x, norm_weight, eps, W, full, rows_per_tile, residual)
+        out[:-1] = full[:-1]  # the last row is never written
+
+
+class HalvesRope(TorchTaskKernels):
+    def rope_cache(self, q, kv_a, kv_norm_weight, eps, cos, sin, pos, q_pe_out, ckv_cache, kpe_cache):
+        super().rope_cache(q, kv_a, kv_norm_weight, eps, cos, sin, pos, q_pe_out, ckv_cache, kpe_cache)
+        rope = q_pe_out.shape[1]
+        half = q_pe_out.view(-1, 2, rope // 2).transpose(1, 2).reshape(q_pe_out.shape)  # GPT-NeoX pairing
+        q_pe_out.copy_(half)
+
+
+class LastIndexOnTies(TorchTaskKernels):
+    def argmax(self, value, token, index=None, tokens=None, step=None):
+        flipped = int(torch.argmax(value.flip(0)))
+        best = value.numel() - 1 - flipped
+        token[0] = best if index is None else index[best]
+        if tokens is not None:
+            tokens[int(step)] = token[0]
+
+
+class WritesOtherCacheRows(TorchTaskKernels):
+    def rope_cache(self, q, kv_a, kv_norm_weight, eps, cos, sin, pos, q_pe_out, ckv_cache, kpe_cache):
+        super().rope_cache(q, kv_a, kv_norm_weight, eps, cos, sin, pos, q_pe_out, ckv_cache, kpe_cache)
+        ckv_cache[(int(pos) + 1) % ckv_cache.shape[0]] = 0.0
+
+
+@pytest.mark.parametrize("model, kind", [
+    (UnwrittenRow, "rmsnorm_gemv"),
+    (HalvesRope, "rope_cache"),
+    (WritesOtherCacheRows, "rope_cache"),
+    (LastIndexOnTies, "argmax"),
+])
+def test_harness_fails_a_planted_bug(model, kind):
+    results = check_all(seed=0, device="cpu", lib=model(), shapes=SMALL, kinds=[kind.split(":")[0]])
+    assert not results[kind]["passed"], results[kind]

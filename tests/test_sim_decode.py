@@ -1,0 +1,66 @@
+"""The simulator decodes exactly what the reference decodes, whatever the workers and the schedule."""
+
+import json
+
+import pytest
+import torch
+
+from fleet_decode.graph import Kind
+from fleet_decode.sim import SCHEDULES, check_task_kinds, simulate, simulate_layer
+from fleet_decode.sim.__main__ import main as sim_cli
+from sim_cases import one_thread, TOKENS, case, second_config  # noqa: F401 (one_thread is a fixture)
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module", params=["tiny", "second"])
+def source(request, tmp_path_factory):
+    if request.param == "tiny":
+        return "tiny"
+    return f"random:{second_config(tmp_path_factory.mktemp('second'))}@3"
+
+
+@pytest.mark.parametrize("workers", [1, 3, 8, 17])
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_simulator_matches_reference(source, workers, schedule):
+    model, ids, tokens, logits, hidden = case(source)
+    result = simulate(model, ids, TOKENS, workers=workers, schedule=schedule, seed=workers)
+    assert result.tokens == tokens
+    assert len(result.logits) == len(result.hidden_states) == TOKENS
+    for step in range(TOKENS):
+        assert torch.allclose(result.logits[step], logits[step], rtol=0, atol=1e-4), f"step {step} logits"
+        assert len(result.hidden_states[step]) == model.config.num_hidden_layers
+        for layer, (ours, theirs) in enumerate(zip(result.hidden_states[step], hidden[step])):
+            assert torch.allclose(ours, theirs, rtol=0, atol=1e-4), f"step {step} layer {layer}"
+    assert result.counts["tasks_run"] == TOKENS * result.counts["tasks_per_step"]
+
+
+def test_tokens_are_not_degenerate():
+    """Guards the test above: a model that always emits one token would make agreement cheap."""
+    assert len(set(case("tiny")[2])) > 1
+
+
+@pytest.mark.parametrize("layer", [0, 1])
+def test_single_layer_graph_matches_reference_layer(layer):
+    model, ids, *_ = case("tiny")
+    ours, theirs = simulate_layer(model, ids, layer, workers=3, schedule="random", seed=layer)
+    assert ours.shape == theirs.shape == (model.config.hidden_size,)
+    assert torch.allclose(ours, theirs, rtol=0, atol=1e-5)
+    assert theirs.abs().max() > 0
+
+
+def test_every_task_kind_alone_matches_torch():
+    results = check_task_kinds(case("tiny")[0], seed=1)
+    assert set(results) == {k.name for k in Kind}
+    for kind, r in results.items():
+        assert r["max_rel"] <= 1e-5, f"{kind}: {r}"
+        assert r["shape"] and all(n > 0 for n in r["shape"])
+
+
+def test_cli_checks_against_reference(tmp_path):
+    out = tmp_path / "sim.json"
+    assert sim_cli(["--model", "tiny", "--tokens", "2", "--workers", "3", "--schedule", "reverse", "--prompt-len", "8",
+                    "--check", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["check"]["tokens_equal"] and report["tokens"] == report["check"]["reference_tokens"]
+    assert report["counts"]["tasks_run"] == 2 * report["counts"]["tasks_per_step"]

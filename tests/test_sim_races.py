@@ -1,0 +1,100 @@
+"""A graph with a missing dependency is reported as a race, and one with a cycle as a deadlock,
+under every schedule, including those that happen to run the tasks in a safe order."""
+
+import copy
+
+import pytest
+
+from fleet_decode.graph import build_graph
+from fleet_decode.sim import SCHEDULES, SimDeadlock, SimRace, simulate
+from fleet_decode.sim.decode import sim_plan
+from sim_cases import one_thread, case  # noqa: F401 (one_thread is a fixture)
+
+PROMPT, TOKENS = 8, 2
+
+# (task, the event one of its inputs waits on): one edge per kind of dependency in the graph
+EDGES = [
+    ("embed", "argmax"),  # lag 1: the next step's token
+    ("L0.q_proj[0]", "embed"),
+    ("L0.kv_a_proj[0]", "embed"),
+    ("L0.q_absorb[0]", "L0.q_proj"),
+    ("L0.cache_append", "L0.kv_a_proj"),
+    ("L0.attn_chunk[2]", "L0.cache_append"),  # the chunk holding the decoded positions
+    ("L0.attn_chunk[0]", "L0.q_absorb"),
+    ("L0.attn_merge[0]", "L0.attn_chunk"),
+    ("L0.o_proj[1]", "L0.attn_merge"),
+    ("L0.mlp_gate_up[0]", "L0.o_proj"),
+    ("L0.mlp_down[2]", "L0.mlp_gate_up"),
+    ("L1.q_proj[0]", "L0.out"),
+    ("L1.router", "L1.o_proj"),
+    ("L1.shared_gate_up[0]", "L1.o_proj"),
+    ("L1.shared_down[0]", "L1.shared_gate_up"),
+    ("L1.expert_gate_up.1[0]", "L1.router"),
+    ("L1.expert_down.0[1]", "L1.expert_gate_up.0"),
+    ("lm_head[3]", "L2.out"),
+    ("argmax", "lm_head"),
+]
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def model_and_ids():
+    model, ids, *_ = case("tiny")
+    return model, ids[:PROMPT]
+
+
+def graph_for(model, workers):
+    return build_graph(model.config, sim_plan(workers, PROMPT + TOKENS, TOKENS))
+
+
+def without_edge(graph, task_name, event_name):
+    graph = copy.deepcopy(graph)
+    task, event = graph.tasks[graph.task_index(task_name)], graph.event_index(event_name)
+    kept = [(e, lag) for e, lag in task.inputs if e != event]
+    assert len(kept) == len(task.inputs) - 1, f"{task_name} does not wait on {event_name}"
+    task.inputs = kept
+    return graph
+
+
+def test_the_intact_graph_runs_clean(model_and_ids):
+    model, ids = model_and_ids
+    for schedule in SCHEDULES:
+        assert len(simulate(model, ids, TOKENS, graph=graph_for(model, 3), schedule=schedule).tokens) == TOKENS
+
+
+@pytest.mark.parametrize("task_name,event_name", EDGES)
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_a_removed_edge_is_reported_as_a_race(model_and_ids, task_name, event_name, schedule):
+    model, ids = model_and_ids
+    for workers in (1, 3):
+        broken = without_edge(graph_for(model, workers), task_name, event_name)
+        with pytest.raises(SimRace, match=r"before it was (written|initialised)") as err:
+            simulate(model, ids, TOKENS, graph=broken, schedule=schedule, seed=workers)
+        # the report names a task that lost its ordering: the one we broke, or its dependents
+        assert "task " in str(err.value)
+
+
+def test_the_race_report_names_the_reader_and_the_region(model_and_ids):
+    model, ids = model_and_ids
+    broken = without_edge(graph_for(model, 1), "L0.o_proj[1]", "L0.attn_merge")
+    with pytest.raises(SimRace, match=r"task L0\.o_proj\[1\] read L0\.attn_out\[0:\d+\] before it was written: "
+                                      r"its writer L0\.attn_merge\[0\]"):
+        simulate(model, ids, TOKENS, graph=broken)
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+@pytest.mark.parametrize("workers", [1, 3, 8])
+def test_a_cycle_is_reported_as_a_deadlock_naming_it(model_and_ids, schedule, workers):
+    model, ids = model_and_ids
+    graph = graph_for(model, workers)
+    # q_proj[0] now also waits for o_proj, which (through attention) waits for q_proj[0]
+    graph.tasks[graph.task_index("L0.q_proj[0]")].inputs.append((graph.event_index("L0.o_proj"), 0))
+    with pytest.raises(SimDeadlock) as err:
+        simulate(model, ids, TOKENS, graph=graph, schedule=schedule, seed=workers)
+    message = str(err.value)
+    assert "L0.q_proj[0]" in err.value.cycle
+    assert "cycle: " in message and "waits on event L0.o_proj" in message
+    assert all(name in message for name in err.value.cycle)
+    assert any(task == "L0.q_proj[0]" and event == "L0.o_proj" and counter < target
+               for task, event, counter, target in err.value.waiting)
