@@ -183,6 +183,7 @@ def encode(graph: Graph) -> EncodedGraph:
     tasks = np.full((len(graph.tasks), TASK_WORDS), NONE, dtype=np.int32)
     for i, t in enumerate(graph.tasks):
         r = tasks[i]
+        r[len(TASK):] = 0  # reserved words
         r[TASK["KIND"]], r[TASK["LAYER"]], r[TASK["SLOT"]], r[TASK["OUT_EVENT"]] = t.kind, t.layer, t.slot, t.out_event
         r[TASK["TILE_BEGIN"]], r[TASK["TILE_END"]] = t.tile
         r[TASK["N_INPUTS"]], r[TASK["COST"]] = len(t.inputs), t.cost
@@ -238,6 +239,7 @@ def decode_graph(enc: EncodedGraph) -> Graph:
     for key, words in (("HEADER_WORDS", HEADER_WORDS), ("TASK_WORDS", TASK_WORDS), ("EVENT_WORDS", EVENT_WORDS),
                        ("BUFFER_WORDS", BUFFER_WORDS), ("WEIGHT_WORDS", WEIGHT_WORDS)):
         _check(int(h[HEADER[key]]) == words, f"header {key} is {int(h[HEADER[key]])}, this format has {words}")
+    _check(not h[len(HEADER):].any(), f"header words {len(HEADER)}..{HEADER_WORDS - 1} are reserved and must be 0")
     n = {k: int(h[HEADER[k]]) for k in ("N_TASKS", "N_EVENTS", "N_BUFFERS", "N_WEIGHTS", "N_WORKERS")}
     for k, v in n.items():
         _check(v >= 0 and (v > 0 or k in ("N_WEIGHTS",)), f"header {k} is {v}")
@@ -316,6 +318,7 @@ def decode_graph(enc: EncodedGraph) -> Graph:
                 elif table is not None:
                     _check(0 <= v < len(table), f"{what}: {prefix}{j} ({used[j]}) = {v}, out of range [0, {len(table)})")
             operands[prefix] = tuple(values[:len(used)])
+        _check(not r[len(TASK):].any(), f"{what}: reserved words {len(TASK)}..{TASK_WORDS - 1} must be 0")
         begin, end = int(r[TASK["TILE_BEGIN"]]), int(r[TASK["TILE_END"]])
         _check(0 <= begin <= end, f"{what}: tile [{begin}, {end}) is not a range")
         out_tasks.append(Task(kind, names["tasks"][i], int(r[TASK["LAYER"]]), (begin, end), int(r[TASK["SLOT"]]),
