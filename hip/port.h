@@ -182,6 +182,17 @@ __device__ __forceinline__ int fd_atomic_add_acq_rel(int* p, int v) {
 // orders its later reads after an earlier acquire, for the whole block once a barrier follows.
 __device__ __forceinline__ void fd_fence_device() { __threadfence(); }
 
+// fp32 accumulation into device memory (the task graph's adding kinds). Relaxed: the adding
+// task's release signal publishes the sums. The order of the additions, and so the last bits of
+// the sum, vary from run to run.
+__device__ __forceinline__ void fd_atomic_add_f32(float* p, float v) {
+#if FD_CUDA
+  atomicAdd(p, v);
+#else
+  __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+#endif
+}
+
 // System scope (host-visible): the watchdog's error block is read by the host while the
 // persistent kernel may still be running.
 __device__ __forceinline__ void fd_store_release_system(int* p, int v) {

@@ -15,3 +15,5 @@ if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
 fi
 python3 -m pip install -q torch==2.13.0
 python3 -m pip install -q -e '.[test]'
+# console scripts (snakemake, fleet-decode) reach PATH through pyenv's shims only after a rehash
+if command -v pyenv >/dev/null; then pyenv rehash; fi

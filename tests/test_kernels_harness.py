@@ -9,47 +9,51 @@ import torch.nn.functional as F
 
 from fleet_decode.kernels.check import Shapes, check_all
 
+EPS = 1e-6
 SMALL = Shapes(hidden=128, heads=2, kv_lora=32, rope=8, nope=16, v_head=16, experts=8, top_k=2, moe_inter=32,
                shared_inter=64, dense_inter=96, vocab=500, cache_len=40, n_pos=37, chunk_len=8)
-KINDS = {"embed", "rmsnorm_gemv", "rope_cache", "q_absorb", "attention_chunk", "attention_merge", "wuv_oproj",
-         "router_topk", "expert_gate_up", "expert_gate_up:shared", "expert_gate_up:dense", "expert_down",
-         "expert_down:dense", "lm_head", "argmax"}
+BF16_KINDS = {"embed", "rmsnorm_gemv", "rope_cache", "q_absorb", "rope_q_absorb", "attention_chunk", "attention_merge",
+              "attention_merge_uv", "wuv_oproj", "router_topk", "expert_gate_up", "expert_gate_up:shared",
+              "expert_gate_up:dense", "expert_down", "expert_down:dense", "lm_head", "argmax"}
+KINDS = BF16_KINDS | {kind + ":f32" for kind in BF16_KINDS - {"q_absorb", "attention_merge", "argmax"}} \
+    | {"down_accum:f32"}
 
 
-def bf16(t):
-    return t.to(torch.bfloat16)
+def st(t, dtype):
+    """t as stored in dtype, back in fp32 (bf16: rounded; fp32: unchanged)."""
+    return t.to(dtype).float()
 
 
-def rms_norm(x, w, eps):
-    xf = x.float()
-    return w * bf16(xf * torch.rsqrt(xf.pow(2).mean() + eps))
+def rms_norm(x, w):
+    h = (x.float() * torch.rsqrt(x.float().pow(2).mean() + EPS)).to(x.dtype)
+    return st(w.to(x.dtype) * h, x.dtype) if x.dtype == torch.bfloat16 else h * w.float()
 
 
-def rotate(x, cos, sin):
+def rotate(x, cos, sin, dtype):
     a, b = x.float().view(-1, 2).unbind(-1)
-    return bf16(torch.stack([a * cos - b * sin, a * sin + b * cos], -1).flatten())
+    return st(torch.stack([a * cos - b * sin, a * sin + b * cos], -1).flatten(), dtype)
 
 
 class TorchTaskKernels:
-    """Each fd_launch_* of hip/tasks written with torch ops, fp32 accumulation, bf16 where the
-    kernels round. Same Python signatures as fleet_decode.kernels.library.TaskKernels."""
+    """Each fd_launch_* of hip/tasks written with torch ops, fp32 accumulation, every stored
+    activation in the activation tensor's dtype (bf16 rounds, fp32 does not), as the kernels do.
+    Same Python signatures as fleet_decode.kernels.library.TaskKernels."""
     warp_size = 32
 
     def embed(self, table, token, out):
         out.copy_(table[int(token)])
 
     def rmsnorm_gemv(self, x, norm_weight, eps, W, out, rows_per_tile, residual=None):
-        xn = x if norm_weight is None else rms_norm(x, norm_weight, eps)
-        y = bf16(W.float() @ xn.float())
-        out.copy_(y if residual is None else bf16(residual.float() + y.float()))
+        xn = x.float() if norm_weight is None else rms_norm(x, norm_weight)
+        y = st(W.float() @ xn, x.dtype)
+        out.copy_(y if residual is None else residual.float() + y)
 
     def rope_cache(self, q, kv_a, kv_norm_weight, eps, cos, sin, pos, q_pe_out, ckv_cache, kpe_cache):
-        p, rope = int(pos), q_pe_out.shape[1]
-        latent = kv_a.numel() - rope
         for h, head in enumerate(q.view(q_pe_out.shape[0], -1)):
-            q_pe_out[h] = rotate(head[-rope:], cos[p], sin[p])
-        kpe_cache[p] = rotate(kv_a[latent:], cos[p], sin[p])
-        ckv_cache[p] = rms_norm(kv_a[:latent], kv_norm_weight, eps)
+            q_pe_out[h] = rotate(head[-q_pe_out.shape[1]:], cos[pos], sin[pos], q.dtype)
+        latent = kv_a.numel() - kpe_cache.shape[1]
+        kpe_cache[pos] = rotate(kv_a[latent:], cos[pos], sin[pos], torch.bfloat16)
+        ckv_cache[pos] = rms_norm(kv_a[:latent], kv_norm_weight)
 
     def q_absorb(self, q, kv_b, q_lat, cols_per_tile=128):
         heads, latent = q_lat.shape
@@ -58,10 +62,14 @@ class TorchTaskKernels:
         w_uk = kv_b.view(heads, head_rows, latent)[:, :nope].float()
         q_lat.copy_(torch.einsum("hd,hdc->hc", q.view(heads, -1)[:, :nope].float(), w_uk))
 
+    def rope_q_absorb(self, q, kv_b, cos, sin, pos, q_lat, q_pe_out, heads_per_tile=1):
+        self.q_absorb(q, kv_b, q_lat)
+        for h, head in enumerate(q.view(q_pe_out.shape[0], -1)):
+            q_pe_out[h] = rotate(head[-q_pe_out.shape[1]:], cos[pos], sin[pos], q.dtype)
+
     def attention_chunk(self, q_lat, q_pe, ckv_cache, kpe_cache, n_pos, chunk_len, scale, part_m, part_l, part_o):
-        n = int(n_pos)
         for c in range(part_m.shape[0]):
-            t0, t1 = c * chunk_len, min((c + 1) * chunk_len, n)
+            t0, t1 = c * chunk_len, min((c + 1) * chunk_len, n_pos)
             if t0 >= t1:
                 part_m[c], part_l[c], part_o[c] = -math.inf, 0.0, 0.0
                 continue
@@ -74,52 +82,65 @@ class TorchTaskKernels:
         w = torch.where(part_l > 0, torch.exp(part_m - part_m.max(0).values), torch.zeros_like(part_m))
         out_lat.copy_((w[..., None] * part_o).sum(0) / (w * part_l).sum(0)[:, None])
 
-    def wuv_oproj(self, out_lat, kv_b, o_proj, residual, attn_out, out, wuv_rows_per_tile=16, oproj_rows_per_tile=16):
+    def wuv(self, out_lat, kv_b, attn_out):
         heads, latent = out_lat.shape
         head_rows = kv_b.shape[0] // heads
         w_uv = kv_b.view(heads, head_rows, latent)[:, head_rows // 2:].float()
-        attn_out.copy_(bf16(torch.einsum("hdc,hc->hd", w_uv, out_lat).flatten()))
+        attn_out.copy_(torch.einsum("hdc,hc->hd", w_uv, out_lat).flatten())
+
+    def attention_merge_uv(self, part_ml, part_o, kv_b, attn_out, heads_per_tile=1):
+        out_lat = torch.empty(part_o.shape[1:], dtype=torch.float32)
+        self.attention_merge(part_ml[..., 0], part_ml[..., 1], part_o, out_lat)
+        self.wuv(out_lat, kv_b, attn_out)
+
+    def wuv_oproj(self, out_lat, kv_b, o_proj, residual, attn_out, out, wuv_rows_per_tile=16, oproj_rows_per_tile=16):
+        self.wuv(out_lat, kv_b, attn_out)
         self.rmsnorm_gemv(attn_out, None, 0.0, o_proj, out, oproj_rows_per_tile, residual)
 
     def router_topk(self, x, norm_weight, eps, w_router, top_k, routed_scaling, probs, topk_idx, topk_weight,
                     threads=256):
-        p = torch.softmax(w_router @ rms_norm(x, norm_weight, eps).float(), -1)
-        order = sorted(range(p.numel()), key=lambda e: (-p[e].item(), e))[:top_k]
+        p = torch.softmax(w_router @ rms_norm(x, norm_weight), -1)
+        chosen = sorted(sorted(range(p.numel()), key=lambda e: (-p[e].item(), e))[:top_k])
         probs.copy_(p)
-        topk_idx.copy_(torch.tensor(order, dtype=torch.int32))
-        topk_weight.copy_(p[order] * routed_scaling)
+        topk_idx.copy_(torch.tensor(chosen, dtype=torch.int32))
+        topk_weight.copy_(p[chosen] * routed_scaling)
 
     def expert_gate_up(self, x, norm_weight, eps, gate_w, up_w, expert_stride, expert_idx, act, rows_per_tile):
-        xn = rms_norm(x, norm_weight, eps).float()
+        xn = rms_norm(x, norm_weight)
         inter = act.shape[1]
         for slot in range(act.shape[0]):
             # routed: gate_w is experts.gate_up_proj [E, 2I, hidden], up_w its view [:, I:]
             gate, up = (gate_w, up_w) if expert_idx is None else (gate_w[int(expert_idx[slot])][:inter],
                                                                   up_w[int(expert_idx[slot])])
-            g, u = bf16(gate.float() @ xn), bf16(up.float() @ xn)
-            act[slot] = bf16(bf16(F.silu(g.float())).float() * u.float())
+            g, u = st(gate.float() @ xn, x.dtype), st(up.float() @ xn, x.dtype)
+            act[slot] = st(F.silu(g), x.dtype) * u
 
     def expert_down(self, down_w, expert_idx, topk_weight, act, shared_down, shared_act, residual, out, rows_per_tile):
-        shared = bf16(shared_down.float() @ shared_act.float()).float()
+        dt = out.dtype
+        shared = st(shared_down.float() @ shared_act.float(), dt)
         if act is None:
             mlp = shared
         else:
-            routed = sum(topk_weight[s] * bf16(down_w[int(e)].float() @ act[s].float()).float()
+            routed = sum(topk_weight[s] * st(down_w[int(e)].float() @ act[s].float(), dt)
                          for s, e in enumerate(expert_idx))
-            mlp = bf16(bf16(routed).float() + shared).float()
-        out.copy_(bf16(residual.float() + mlp))
+            mlp = st(st(routed, dt) + shared, dt)
+        out.copy_(residual.float() + mlp)
+
+    def down_accum(self, down_w, expert_stride, expert_idx, expert_weight, act, h_out, rows_per_tile):
+        for slot, e in enumerate(expert_idx.tolist()):
+            h_out += expert_weight[slot] * (down_w[e].float() @ act[slot].float())
 
     def lm_head(self, x, norm_weight, eps, W, logits, part_value, part_index, rows_per_tile):
-        logits.copy_(bf16(W.float() @ rms_norm(x, norm_weight, eps).float()).float())
+        logits.copy_(st(W.float() @ rms_norm(x, norm_weight), torch.bfloat16))
         for t in range(part_value.shape[0]):
             tile = logits[t * rows_per_tile: (t + 1) * rows_per_tile]
             part_value[t], part_index[t] = tile.max(), t * rows_per_tile + int(torch.argmax(tile))
 
-    def argmax(self, value, token, index=None, tokens=None, step=None):
+    def argmax(self, value, token, index=None, tokens=None, step=0):
         best = int(torch.argmax(value))  # first occurrence
         token[0] = best if index is None else index[best]
         if tokens is not None:
-            tokens[int(step)] = token[0]
+            tokens[step] = token[0]
 
 
 @pytest.fixture(scope="module")
@@ -151,18 +172,38 @@ class HalvesRope(TorchTaskKernels):
 
 
 class LastIndexOnTies(TorchTaskKernels):
-    def argmax(self, value, token, index=None, tokens=None, step=None):
+    def argmax(self, value, token, index=None, tokens=None, step=0):
         flipped = int(torch.argmax(value.flip(0)))
         best = value.numel() - 1 - flipped
         token[0] = best if index is None else index[best]
         if tokens is not None:
-            tokens[int(step)] = token[0]
+            tokens[step] = token[0]
 
 
 class WritesOtherCacheRows(TorchTaskKernels):
     def rope_cache(self, q, kv_a, kv_norm_weight, eps, cos, sin, pos, q_pe_out, ckv_cache, kpe_cache):
         super().rope_cache(q, kv_a, kv_norm_weight, eps, cos, sin, pos, q_pe_out, ckv_cache, kpe_cache)
-        ckv_cache[(int(pos) + 1) % ckv_cache.shape[0]] = 0.0
+        ckv_cache[(pos + 1) % ckv_cache.shape[0]] = 0.0
+
+
+class RoundsFp32ToBf16(TorchTaskKernels):
+    def expert_gate_up(self, x, norm_weight, eps, gate_w, up_w, expert_stride, expert_idx, act, rows_per_tile):
+        super().expert_gate_up(x, norm_weight, eps, gate_w, up_w, expert_stride, expert_idx, act, rows_per_tile)
+        act.copy_(act.to(torch.bfloat16))  # an fp32 buffer holding bf16 values
+
+
+class ExpertsInDescendingOrder(TorchTaskKernels):
+    def router_topk(self, x, norm_weight, eps, w_router, top_k, routed_scaling, probs, topk_idx, topk_weight,
+                    threads=256):
+        super().router_topk(x, norm_weight, eps, w_router, top_k, routed_scaling, probs, topk_idx, topk_weight)
+        topk_idx.copy_(topk_idx.flip(0))
+        topk_weight.copy_(topk_weight.flip(0))
+
+
+class OverwritesInsteadOfAdding(TorchTaskKernels):
+    def down_accum(self, down_w, expert_stride, expert_idx, expert_weight, act, h_out, rows_per_tile):
+        h_out.zero_()
+        super().down_accum(down_w, expert_stride, expert_idx, expert_weight, act, h_out, rows_per_tile)
 
 
 @pytest.mark.parametrize("model, kind", [
@@ -170,7 +211,10 @@ class WritesOtherCacheRows(TorchTaskKernels):
     (HalvesRope, "rope_cache"),
     (WritesOtherCacheRows, "rope_cache"),
     (LastIndexOnTies, "argmax"),
+    (RoundsFp32ToBf16, "expert_gate_up:f32"),
+    (ExpertsInDescendingOrder, "router_topk"),
+    (OverwritesInsteadOfAdding, "down_accum:f32"),
 ])
 def test_harness_fails_a_planted_bug(model, kind):
-    results = check_all(seed=0, device="cpu", lib=model(), shapes=SMALL, kinds=[kind.split(":")[0]])
+    results = check_all(seed=0, device="cpu", lib=model(), shapes=SMALL, kinds=[kind])
     assert not results[kind]["passed"], results[kind]

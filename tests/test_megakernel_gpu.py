@@ -4,12 +4,14 @@ determinism of the residual sums, and the watchdog on a graph that can never fin
 
 The megakernel is compared with fleet_decode.model.Reference, forced to the megakernel's own routing
 where it can be: a routing near-tie (router scores within NEAR_TIE_SCORE) may pick other experts in any
-two bf16 implementations, so a different choice is accepted only at a near-tie. Tolerances:
-- one layer from the reference's input: M2's 2 % (measured on the H200: 0.2-0.3 %);
-- the whole step: each layer's rounding differences are amplified by the layers after it (random
-  weights), so layer 26 sits ~2.4 % from the reference (measured), as the reference itself sits
-  3.4 % from HF eager there (the lead's measurement). STEP_REL_TOL = 3 % keeps the megakernel no
-  farther from the reference than the reference is from HF; early layers get EARLY_REL_TOL.
+two bf16 implementations, so a different choice is accepted only at a near-tie. The megakernel keeps
+activations in fp32 between tasks (docs/task-graph.md §3); the Reference rounds them to bf16 where HF
+does. Tolerances:
+- one layer from the reference's input: M2's 2 %;
+- the whole step on the same experts: each layer's rounding differences are amplified by the layers
+  after it (random weights); the lead measured the Reference 3.4 % from HF eager at layer 26, two
+  bf16 implementations that each sit ~2.4 % from exact arithmetic. STEP_REL_TOL keeps the megakernel
+  no farther from the Reference than that; layers 0-3, before amplification, get EARLY_REL_TOL.
 The numbers against HF eager are the pipeline's M3/M4 gates, measured by
 `python -m fleet_decode.kernels.megakernel` (docs/megakernel.md), not asserted here.
 """
@@ -30,10 +32,11 @@ N_PROMPT = 1024
 N_TOKENS = 32
 NEAR_TIE_SCORE = 2e-3  # router probabilities this close may be ordered differently by bf16 roundings
 LAYER_REL_TOL = 0.02  # M2's gate: one layer from the reference's own input
-EARLY_REL_TOL = 0.01  # layers 0-3 of a whole step, before amplification (measured 0.26-0.67 %)
-STEP_REL_TOL = 0.03  # any layer of a whole step, on the same experts (measured max 2.4 %)
+EARLY_REL_TOL = 0.01  # layers 0-3 of a whole step
+STEP_REL_TOL = 0.034  # any layer of a whole step on the same experts: the Reference's own distance from HF
 LOGITS_COS_MIN = 0.999  # M4's per-step gate, here against the reference on the same experts
 STEP_COS_MIN = 0.99  # per step against the reference on ITS OWN routing (near-ties change experts)
+NEAR_TIE_ULPS = 8  # top-2 logits this close (in bf16 ulps of the top one) may be ordered either way
 
 
 def rel(a, b):
@@ -105,14 +108,15 @@ def test_32_tokens_in_one_launch_follow_the_reference(model, prompt, megakernel)
     agree = 0
     for step in range(N_TOKENS):
         # teacher-forced on the megakernel's tokens; the routing is the reference's own (the graph keeps
-        # no per-step routes), so near-ties that pick other experts lower the cosine (0.9986 measured)
+        # no per-step routes), so near-ties that pick other experts lower the cosine
         logits = ref.step(token)
         assert cos(result.logits[step], logits) >= STEP_COS_MIN, step
+        assert result.tokens[step] == int(result.logits[step].argmax()), step  # the device's argmax chain
         top2 = logits.topk(2).values.tolist()
         if result.tokens[step] == int(logits.argmax()):
             agree += 1
         else:  # a different greedy choice is allowed only where the reference's top two nearly tie
-            assert top2[0] - top2[1] <= 4 * bf16_ulp(top2[0]), (step, top2)
+            assert top2[0] - top2[1] <= NEAR_TIE_ULPS * bf16_ulp(top2[0]), (step, top2)
         token = result.tokens[step]
     assert agree >= N_TOKENS // 2
 

@@ -16,26 +16,27 @@ def lite_graph():
 
 
 def test_several_adders_of_one_row_range_share_a_counter_and_scratch(lite_graph):
-    order, n_groups, n_scratch = add_order(lite_graph)
+    order, n_groups, n_scratch, row = add_order(lite_graph)
     config = get_config("deepseek-coder-v2-lite")
+    assert row == config.hidden_size
     adders = [i for i, t in enumerate(lite_graph.tasks) if t.kind in ACCUMULATES]
     moe = [i for i in adders if lite_graph.tasks[i].layer >= config.first_k_dense_replace]
     dense = [i for i in adders if lite_graph.tasks[i].layer < config.first_k_dense_replace]
     assert (order[dense] == -1).all()  # one adder per row range in the dense layer: it adds in place
     assert (order[[i for i in range(len(lite_graph.tasks)) if i not in set(adders)]] == -1).all()
-    assert set(order[moe, 2]) == {config.num_experts_per_tok + 1}  # the shared experts and every routed slot
+    group_size = config.num_experts_per_tok + 1  # the shared experts and every routed slot
+    assert set(order[moe, 2]) == {group_size}
     assert n_groups == len(np.unique(order[moe, 0]))
-    slices = []
+    moe_layers = {lite_graph.tasks[i].layer for i in moe}
+    assert n_scratch == len(moe_layers) * group_size * row  # one row per rank and summed buffer
     for group in range(n_groups):
         members = np.flatnonzero(order[:, 0] == group)
         tasks = [lite_graph.tasks[i] for i in members]
         assert len({t.tile for t in tasks}) == 1  # one row range per group
         assert order[members, 1].tolist() == list(range(len(members)))  # ranks follow the graph's order
-        rows = tasks[0].tile[1] - tasks[0].tile[0]
-        slices += [(o + r * rows, o + (r + 1) * rows) for o, r in zip(order[members, 3], order[members, 1])]
-    slices.sort()
-    assert slices[0][0] == 0 and slices[-1][1] == n_scratch
-    assert all(a[1] == b[0] for a, b in zip(slices, slices[1:]))  # the slices tile the scratch, no overlap
+        assert (np.diff(order[members, 3]) == row).all()  # rank r's row follows rank r-1's
+    rows_used = {(int(o), lite_graph.tasks[i].tile) for i, o in zip(moe, order[moe, 3])}
+    assert len(rows_used) == len(moe)  # no two adders share a scratch row over the same rows
 
 
 def test_overlapping_unequal_adder_ranges_are_refused():

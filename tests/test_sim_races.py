@@ -69,7 +69,7 @@ def test_a_removed_edge_is_reported_as_a_race(model_and_ids, task_name, event_na
     model, ids = model_and_ids
     for workers in (1, 3):
         broken = without_edge(graph_for(model, workers), task_name, event_name)
-        with pytest.raises(SimRace, match=r"before it was (written|initialised)") as err:
+        with pytest.raises(SimRace, match="before it was written") as err:
             simulate(model, ids, TOKENS, graph=broken, schedule=schedule, seed=workers)
         # the report names a task that lost its ordering: the one we broke, or its dependents
         assert "task " in str(err.value)

@@ -8,11 +8,13 @@
 // Counters are zeroed by the host before the launch and never reset. The step chain (lm_head
 // tiles -> argmax -> tokens[s+1] -> embed of step s+1) stays on the device.
 //
+// Every kind is one call of its task function (hip/tasks/, docs/kernels.md "The task graph's kinds
+// as calls") with fp32 activations, as the graph's F32 buffers hold them (docs/task-graph.md §3).
 // Several adders into one row range of the residual sum (the shared and routed experts' down
-// tiles) each store their contribution in a slice of a scratch buffer and count themselves on the
-// range's arrival counter (a host-computed table, not part of the graph); the last to arrive adds
-// all slices into h.<l+1> in graph order. So the sum is bit-identical from run to run with no float
-// atomics, and no adder waits for another.
+// tiles) each add their contribution into their own zeroed scratch row instead (alone there, so
+// exact) and count themselves on the range's arrival counter (a host-computed table, not part of
+// the graph); the last to arrive adds the rows into h.<l+1> in graph order and zeroes them again.
+// So the sum is bit-identical from run to run, and no adder waits for another.
 //
 // Watchdog: a wait that lasts longer than timeout_ticks records (worker, task, event, counter,
 // target, step, kind) in the error block (first one wins) and raises the abort flag, which every
@@ -26,11 +28,19 @@ namespace {
 #include "../tasks/argmax.cu"
 #include "../tasks/attention_chunk.cu"
 #include "../tasks/attention_merge.cu"
+#include "../tasks/embed.cu"
+#include "../tasks/expert_down.cu"
+#include "../tasks/expert_gate_up.cu"
 #include "../tasks/lm_head.cu"
 #include "../tasks/q_absorb.cu"
+#include "../tasks/rmsnorm_gemv.cu"
+#include "../tasks/rope_cache.cu"
 #include "../tasks/router_topk.cu"
-#include "task_glue.h"
 }  // namespace
+
+// The runtime's shared-memory budget per block: the largest kind (the dense MLP's down tile, its
+// 10944 fp32 activations) needs 43 776 bytes.
+constexpr int FD_RUNTIME_SMEM_BYTES = 64 * 1024;
 
 // Error block layout (int32 words), read by fleet_decode.kernels.megakernel.
 enum fd_error_word {
@@ -45,8 +55,8 @@ enum fd_error_word {
   FD_ERR_ABORT,  // set once any worker timed out: every worker stops waiting
   FD_ERR_WORDS
 };
-// add_order: per task [arrival counter, rank, group size, scratch offset of the group (floats)];
-// counter -1 = not one of several adders. Rank r's slice is at offset + r * (tile rows).
+// add_order: per task [arrival counter, rank, group size, offset (floats) of its scratch row];
+// counter -1 = not one of several adders. The group's rows are the rank-0 row + r * row length.
 constexpr int FD_ADD_ORDER_WORDS = 4;
 
 constexpr int kRuntimeThreads = 256;
@@ -58,7 +68,8 @@ struct fd_runtime_args {
   int* counters;             // N_EVENTS, zeroed
   int* arrivals;             // per adder group, zeroed
   const int* add_order;      // [N_TASKS][FD_ADD_ORDER_WORDS]
-  float* partials;           // the adders' scratch slices
+  float* partials;           // the adders' scratch rows, zeroed
+  int partial_row;           // floats per scratch row (the summed buffer's length)
   int* error;                // [FD_ERR_WORDS], zeroed
   unsigned long long* step_ticks;  // [n_steps + 1]: launch start, then each argmax's end
   int pos0;
@@ -96,8 +107,8 @@ __device__ bool fd_wait_counter(const fd_runtime_args& a, const int* counter, in
   }
 }
 
-// partial: this adder's scratch slice, or nullptr when it is the only adder of its rows.
-__device__ void fd_run_task(const fd_runtime_args& a, const int* h, const int* rec, int step, float* partial,
+// into: where an adding task adds (its own scratch row, or h_out itself when it is the only adder).
+__device__ void fd_run_task(const fd_runtime_args& a, const int* h, const int* rec, int step, float* into,
                             void* smem) {
   void* const* B = a.buffers;
   const void* const* W = a.weights;
@@ -112,86 +123,102 @@ __device__ void fd_run_task(const fd_runtime_args& a, const int* h, const int* r
   auto M = [&](int operand) { return static_cast<fd_bf16*>(B[buf[operand]]); };
   auto WM = [&](int operand) { return static_cast<const fd_bf16*>(W[wt[operand]]); };
   auto WF = [&](int operand) { return static_cast<const float*>(W[wt[operand]]); };
-  constexpr int kPairs = kRope / 2;
+  const float* none = nullptr;
 
   switch (rec[FD_T_KIND]) {
     case FD_KIND_EMBED:
-      fd_glue_embed(I(FD_EMBED_BUF_TOKENS), step, WM(FD_EMBED_WT_EMBED), hidden, b0, b1, F(FD_EMBED_BUF_OUT));
+      fd_task_embed(WM(FD_EMBED_WT_EMBED), I(FD_EMBED_BUF_TOKENS) + step, hidden, b0, b1, F(FD_EMBED_BUF_OUT));
       break;
     case FD_KIND_RMSNORM_GEMV:
-      fd_glue_rmsnorm_gemv(F(FD_RMSNORM_GEMV_BUF_X), WM(FD_RMSNORM_GEMV_WT_NORM), WM(FD_RMSNORM_GEMV_WT_MATRIX), eps,
-                           hidden, b0, b1, F(FD_RMSNORM_GEMV_BUF_Y), smem);
+      fd_task_rmsnorm_gemv(F(FD_RMSNORM_GEMV_BUF_X), WM(FD_RMSNORM_GEMV_WT_NORM), eps, WM(FD_RMSNORM_GEMV_WT_MATRIX),
+                           hidden, b0, b1, none, F(FD_RMSNORM_GEMV_BUF_Y), static_cast<float*>(nullptr), smem);
       break;
     case FD_KIND_ROPE_Q_ABSORB:
-      fd_glue_rope_q_absorb(F(FD_ROPE_Q_ABSORB_BUF_Q), WM(FD_ROPE_Q_ABSORB_WT_KV_B),
-                            WF(FD_ROPE_Q_ABSORB_WT_ROPE_COS) + static_cast<size_t>(pos) * kPairs,
-                            WF(FD_ROPE_Q_ABSORB_WT_ROPE_SIN) + static_cast<size_t>(pos) * kPairs, b0, b1,
-                            F(FD_ROPE_Q_ABSORB_BUF_Q_LAT), F(FD_ROPE_Q_ABSORB_BUF_Q_PE), smem);
+      fd_task_rope_q_absorb(F(FD_ROPE_Q_ABSORB_BUF_Q), WM(FD_ROPE_Q_ABSORB_WT_KV_B), WF(FD_ROPE_Q_ABSORB_WT_ROPE_COS),
+                            WF(FD_ROPE_Q_ABSORB_WT_ROPE_SIN), pos, b0, b1, F(FD_ROPE_Q_ABSORB_BUF_Q_LAT),
+                            F(FD_ROPE_Q_ABSORB_BUF_Q_PE), smem);
       break;
     case FD_KIND_CACHE_APPEND:
-      fd_glue_cache_append(F(FD_CACHE_APPEND_BUF_KV_A), WM(FD_CACHE_APPEND_WT_KV_NORM),
-                           WF(FD_CACHE_APPEND_WT_ROPE_COS) + static_cast<size_t>(pos) * kPairs,
-                           WF(FD_CACHE_APPEND_WT_ROPE_SIN) + static_cast<size_t>(pos) * kPairs, eps, pos,
-                           M(FD_CACHE_APPEND_BUF_CKV), M(FD_CACHE_APPEND_BUF_KPE), smem);
+      fd_task_cache_append(F(FD_CACHE_APPEND_BUF_KV_A), WM(FD_CACHE_APPEND_WT_KV_NORM), eps,
+                           WF(FD_CACHE_APPEND_WT_ROPE_COS), WF(FD_CACHE_APPEND_WT_ROPE_SIN), pos,
+                           M(FD_CACHE_APPEND_BUF_CKV), M(FD_CACHE_APPEND_BUF_KPE));
       break;
-    case FD_KIND_ATTN_CHUNK:
-      fd_glue_attn_chunk(F(FD_ATTN_CHUNK_BUF_Q_LAT), F(FD_ATTN_CHUNK_BUF_Q_PE), M(FD_ATTN_CHUNK_BUF_CKV),
-                         M(FD_ATTN_CHUNK_BUF_KPE), pos, b0, b1, slot, fd_header_f32(h, FD_H_ATTN_SCALE_F32),
-                         F(FD_ATTN_CHUNK_BUF_PART_O), F(FD_ATTN_CHUNK_BUF_PART_ML), smem);
+    case FD_KIND_ATTN_CHUNK: {
+      float* part_ml = F(FD_ATTN_CHUNK_BUF_PART_ML) + 2 * slot * kHeads;
+      fd_task_attention_chunk(F(FD_ATTN_CHUNK_BUF_Q_LAT), F(FD_ATTN_CHUNK_BUF_Q_PE), M(FD_ATTN_CHUNK_BUF_CKV),
+                              M(FD_ATTN_CHUNK_BUF_KPE), pos + 1, b0, b1, fd_header_f32(h, FD_H_ATTN_SCALE_F32), part_ml,
+                              part_ml + 1, 2, F(FD_ATTN_CHUNK_BUF_PART_O) + static_cast<size_t>(slot) * kHeads * kLatent,
+                              smem);
       break;
-    case FD_KIND_ATTN_MERGE_UV:
-      fd_glue_attn_merge_uv(F(FD_ATTN_MERGE_UV_BUF_PART_O), F(FD_ATTN_MERGE_UV_BUF_PART_ML), WM(FD_ATTN_MERGE_UV_WT_KV_B),
-                            rec[FD_T_ARG0 + FD_ATTN_MERGE_UV_ARG_N_CHUNKS], b0, b1, F(FD_ATTN_MERGE_UV_BUF_ATTN_OUT),
-                            smem);
+    }
+    case FD_KIND_ATTN_MERGE_UV: {
+      const float* part_ml = F(FD_ATTN_MERGE_UV_BUF_PART_ML);
+      fd_task_attention_merge_uv(part_ml, part_ml + 1, 2, F(FD_ATTN_MERGE_UV_BUF_PART_O),
+                                 rec[FD_T_ARG0 + FD_ATTN_MERGE_UV_ARG_N_CHUNKS], WM(FD_ATTN_MERGE_UV_WT_KV_B), b0, b1,
+                                 F(FD_ATTN_MERGE_UV_BUF_ATTN_OUT), smem);
       break;
+    }
     case FD_KIND_O_PROJ_RESIDUAL:
-      fd_glue_o_proj_residual(F(FD_O_PROJ_RESIDUAL_BUF_ATTN_OUT), F(FD_O_PROJ_RESIDUAL_BUF_RESIDUAL),
-                              WM(FD_O_PROJ_RESIDUAL_WT_O_PROJ), hidden, b0, b1, F(FD_O_PROJ_RESIDUAL_BUF_H_ATTN),
-                              F(FD_O_PROJ_RESIDUAL_BUF_H_OUT), smem);
+      fd_task_rmsnorm_gemv(F(FD_O_PROJ_RESIDUAL_BUF_ATTN_OUT), static_cast<const fd_bf16*>(nullptr), 0.f,
+                           WM(FD_O_PROJ_RESIDUAL_WT_O_PROJ), kHeads * kVHead, b0, b1,
+                           F(FD_O_PROJ_RESIDUAL_BUF_RESIDUAL), F(FD_O_PROJ_RESIDUAL_BUF_H_ATTN),
+                           F(FD_O_PROJ_RESIDUAL_BUF_H_OUT), smem);
       break;
     case FD_KIND_ROUTER:
-      fd_glue_router(F(FD_ROUTER_BUF_X), WM(FD_ROUTER_WT_NORM), WF(FD_ROUTER_WT_ROUTER), eps, hidden,
-                     h[FD_H_N_EXPERTS], h[FD_H_TOP_K], fd_header_f32(h, FD_H_ROUTED_SCALING_F32),
-                     I(FD_ROUTER_BUF_ROUTE_IDX), F(FD_ROUTER_BUF_ROUTE_W), smem);
+      fd_task_router_topk(F(FD_ROUTER_BUF_X), WM(FD_ROUTER_WT_NORM), eps, WF(FD_ROUTER_WT_ROUTER), h[FD_H_N_EXPERTS],
+                          hidden, h[FD_H_TOP_K], fd_header_f32(h, FD_H_ROUTED_SCALING_F32), static_cast<float*>(nullptr),
+                          I(FD_ROUTER_BUF_ROUTE_IDX), F(FD_ROUTER_BUF_ROUTE_W), smem);
       break;
     case FD_KIND_GATE_UP:
-      fd_glue_swiglu_rows(F(FD_GATE_UP_BUF_X), WM(FD_GATE_UP_WT_NORM), eps, hidden, WM(FD_GATE_UP_WT_GATE),
-                          WM(FD_GATE_UP_WT_UP), b0, b1, F(FD_GATE_UP_BUF_ACT), smem);
+      fd_task_expert_gate_up(F(FD_GATE_UP_BUF_X), WM(FD_GATE_UP_WT_NORM), eps, WM(FD_GATE_UP_WT_GATE),
+                             WM(FD_GATE_UP_WT_UP), 0LL, static_cast<const int*>(nullptr), 0, hidden, b0, b1,
+                             F(FD_GATE_UP_BUF_ACT), smem);
       break;
     case FD_KIND_DOWN_ACCUM: {
       // The act length (the down matrix's width) differs between the dense MLP and the shared
       // experts and is not in the task record: it is the act buffer's size.
       const int* act_rec = h + h[FD_H_BUFFERS_AT] + buf[FD_DOWN_ACCUM_BUF_ACT] * FD_BUFFER_WORDS;
-      fd_glue_down_accum(F(FD_DOWN_ACCUM_BUF_ACT), act_rec[FD_B_ROWS] * act_rec[FD_B_COLS], WM(FD_DOWN_ACCUM_WT_DOWN),
-                         b0, b1, false, 1.f, F(FD_DOWN_ACCUM_BUF_H_OUT), partial, smem);
+      fd_task_down_accum(WM(FD_DOWN_ACCUM_WT_DOWN), 0LL, static_cast<const int*>(nullptr), none, 0,
+                         F(FD_DOWN_ACCUM_BUF_ACT), act_rec[FD_B_ROWS] * act_rec[FD_B_COLS], b0, b1, into, smem);
       break;
     }
     case FD_KIND_EXPERT_GATE_UP: {
-      const int e = I(FD_EXPERT_GATE_UP_BUF_ROUTE_IDX)[slot];
-      const fd_bf16* gate = WM(FD_EXPERT_GATE_UP_WT_GATE_UP) + static_cast<size_t>(e) * 2 * inter * hidden;
-      fd_glue_swiglu_rows(F(FD_EXPERT_GATE_UP_BUF_X), WM(FD_EXPERT_GATE_UP_WT_NORM), eps, hidden, gate,
-                          gate + static_cast<size_t>(inter) * hidden, b0, b1, F(FD_EXPERT_GATE_UP_BUF_ACT), smem);
+      const fd_bf16* gate_up = WM(FD_EXPERT_GATE_UP_WT_GATE_UP);
+      fd_task_expert_gate_up(F(FD_EXPERT_GATE_UP_BUF_X), WM(FD_EXPERT_GATE_UP_WT_NORM), eps, gate_up,
+                             gate_up + static_cast<size_t>(inter) * hidden, 2LL * inter * hidden,
+                             I(FD_EXPERT_GATE_UP_BUF_ROUTE_IDX), slot, hidden, b0, b1, F(FD_EXPERT_GATE_UP_BUF_ACT),
+                             smem);
       break;
     }
-    case FD_KIND_EXPERT_DOWN_ACCUM: {
-      const int e = I(FD_EXPERT_DOWN_ACCUM_BUF_ROUTE_IDX)[slot];
-      const float w = F(FD_EXPERT_DOWN_ACCUM_BUF_ROUTE_W)[slot];
-      fd_glue_down_accum(F(FD_EXPERT_DOWN_ACCUM_BUF_ACT), inter,
-                         WM(FD_EXPERT_DOWN_ACCUM_WT_DOWN) + static_cast<size_t>(e) * hidden * inter, b0, b1, true, w,
-                         F(FD_EXPERT_DOWN_ACCUM_BUF_H_OUT), partial, smem);
+    case FD_KIND_EXPERT_DOWN_ACCUM:
+      fd_task_down_accum(WM(FD_EXPERT_DOWN_ACCUM_WT_DOWN), static_cast<long long>(hidden) * inter,
+                         I(FD_EXPERT_DOWN_ACCUM_BUF_ROUTE_IDX), F(FD_EXPERT_DOWN_ACCUM_BUF_ROUTE_W), slot,
+                         F(FD_EXPERT_DOWN_ACCUM_BUF_ACT), inter, b0, b1, into, smem);
       break;
-    }
     case FD_KIND_LM_HEAD:
-      fd_glue_lm_head(F(FD_LM_HEAD_BUF_X), WM(FD_LM_HEAD_WT_NORM), WM(FD_LM_HEAD_WT_LM_HEAD), eps, hidden, b0, b1, slot,
-                      F(FD_LM_HEAD_BUF_LOGITS) + static_cast<size_t>(step) * vocab, F(FD_LM_HEAD_BUF_PART_MAX),
+      fd_task_lm_head(F(FD_LM_HEAD_BUF_X), WM(FD_LM_HEAD_WT_NORM), eps, WM(FD_LM_HEAD_WT_LM_HEAD), hidden, b0, b1,
+                      F(FD_LM_HEAD_BUF_LOGITS) + static_cast<size_t>(step) * vocab, slot, F(FD_LM_HEAD_BUF_PART_MAX),
                       I(FD_LM_HEAD_BUF_PART_IDX), smem);
       break;
     case FD_KIND_ARGMAX:
       fd_task_argmax(F(FD_ARGMAX_BUF_PART_MAX), I(FD_ARGMAX_BUF_PART_IDX), rec[FD_T_ARG0 + FD_ARGMAX_ARG_N_TILES],
-                     I(FD_ARGMAX_BUF_TOKENS) + step + 1, nullptr, nullptr);
+                     nullptr, I(FD_ARGMAX_BUF_TOKENS), step + 1);
       break;
     default:
       break;  // decode_graph rejects unknown kinds before upload
+  }
+}
+
+// The last adder of a row range: h_out[r] = ((h_out[r] + row_0[r]) + row_1[r]) + ... in graph order
+// (the same additions whichever adder arrives last), zeroing the rows for the next step.
+__device__ void fd_sum_partials(float* rows, int n, int row_length, int r0, int r1, float* h_out) {
+  for (int r = r0 + threadIdx.x; r < r1; r += blockDim.x) {
+    float v = h_out[r];
+    for (int k = 0; k < n; ++k) {
+      v += rows[static_cast<size_t>(k) * row_length + r];
+      rows[static_cast<size_t>(k) * row_length + r] = 0.f;
+    }
+    h_out[r] = v;
   }
 }
 
@@ -217,7 +244,6 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_runtime_a
       const int t = list[i];
       const int* rec = tasks + static_cast<size_t>(t) * FD_TASK_WORDS;
       const int* order = a.add_order + t * FD_ADD_ORDER_WORDS;
-      const int rows = rec[FD_T_TILE_END] - rec[FD_T_TILE_BEGIN];
       if (threadIdx.x == 0) {
         bool ok = true;
         for (int j = 0; ok && j < rec[FD_T_N_INPUTS]; ++j) {
@@ -230,20 +256,21 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_runtime_a
       }
       __syncthreads();
       if (!proceed) return;
-      float* partial = order[0] >= 0 ? a.partials + order[3] + static_cast<size_t>(order[1]) * rows : nullptr;
-      fd_run_task(a, h, rec, step, partial, fd_smem);
+      const bool adds = rec[FD_T_KIND] == FD_KIND_DOWN_ACCUM || rec[FD_T_KIND] == FD_KIND_EXPERT_DOWN_ACCUM;
+      float* into = order[0] >= 0 ? a.partials + order[3] : adds ? fd_accumulated(a, rec) : nullptr;
+      fd_run_task(a, h, rec, step, into, fd_smem);
       __syncthreads();
       if (order[0] >= 0) {
         if (threadIdx.x == 0) {
           fd_fence_device();
           const int before = fd_atomic_add_acq_rel(a.arrivals + order[0], 1);
           fd_fence_device();
-          last_adder = before == (step + 1) * order[2] - 1;  // arrivals never reset: step s adds n per step
+          last_adder = before == (step + 1) * order[2] - 1;  // arrivals never reset: n per step
         }
         __syncthreads();
         if (last_adder) {
-          fd_sum_partials(a.partials + order[3], order[2], rec[FD_T_TILE_BEGIN], rec[FD_T_TILE_END],
-                          fd_accumulated(a, rec));
+          fd_sum_partials(a.partials + order[3] - static_cast<size_t>(order[1]) * a.partial_row, order[2],
+                          a.partial_row, rec[FD_T_TILE_BEGIN], rec[FD_T_TILE_END], fd_accumulated(a, rec));
           __syncthreads();
         }
       }
@@ -267,13 +294,14 @@ FD_EXPORT double fd_megakernel_ticks_per_second() { return fd_wall_ticks_per_sec
 
 FD_EXPORT int fd_megakernel_launch(const int* blob, int n_workers, void* const* buffers, const void* const* weights,
                                    int* counters, int* arrivals, const int* add_order, float* partials, int* error,
-                                   unsigned long long* step_ticks, int pos0, int n_steps, double timeout_seconds,
+                                   int partial_row, unsigned long long* step_ticks, int pos0, int n_steps,
+                                   double timeout_seconds,
                                    void* stream) {
-  if (n_workers <= 0 || n_steps <= 0 || pos0 < 0 || !(timeout_seconds > 0)) return -1;
+  if (n_workers <= 0 || n_steps <= 0 || pos0 < 0 || partial_row <= 0 || !(timeout_seconds > 0)) return -1;
   const fd_error_t attr = fd_set_max_dynamic_smem(reinterpret_cast<const void*>(&fd_megakernel), FD_RUNTIME_SMEM_BYTES);
   if (attr != fd_success) return static_cast<int>(attr);
-  fd_runtime_args a{blob,     buffers,    weights, counters, arrivals, add_order,
-                    partials, error,      step_ticks, pos0, n_steps,
+  fd_runtime_args a{blob,     buffers,    weights,    counters, arrivals, add_order,
+                    partials, partial_row, error,    step_ticks, pos0, n_steps,
                     static_cast<unsigned long long>(timeout_seconds * fd_wall_ticks_per_second())};
   void* args[] = {&a};
   return static_cast<int>(fd_launch_cooperative(reinterpret_cast<const void*>(&fd_megakernel), dim3(n_workers),

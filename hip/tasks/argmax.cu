@@ -1,12 +1,12 @@
 // Task kind: argmax reduce, second level. The best of n (value, index) candidates, ties to the
-// lower index (torch.argmax's first occurrence), written to *token, and to tokens[*step] when
-// tokens != nullptr (the decoded sequence; the next step's embed reads *token).
+// lower index (torch.argmax's first occurrence), written to *token when token != nullptr and to
+// tokens[step] when tokens != nullptr (the decoded sequence: the task graph's ARGMAX writes
+// tokens[s + 1], which the next step's embed reads).
 // With index == nullptr the candidates are raw values and their index is their position, so the
 // same task also reduces a whole logits vector.
 #include "common.h"
 
-__device__ void fd_task_argmax(const float* value, const int* index, int n, int* token, int* tokens,
-                               const int* step) {
+__device__ void fd_task_argmax(const float* value, const int* index, int n, int* token, int* tokens, int step) {
   fd_argmax_pair best = {-INFINITY, 0x7fffffff};
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
     const int idx = index != nullptr ? index[i] : i;
@@ -14,20 +14,19 @@ __device__ void fd_task_argmax(const float* value, const int* index, int n, int*
   }
   best = fd_block_argmax(best);
   if (threadIdx.x == 0) {
-    *token = best.index;
-    if (tokens != nullptr) tokens[*step] = best.index;
+    if (token != nullptr) *token = best.index;
+    if (tokens != nullptr) tokens[step] = best.index;
   }
 }
 
 #ifndef FD_NO_STANDALONE
-__global__ void fd_kernel_argmax(const float* value, const int* index, int n, int* token, int* tokens,
-                                 const int* step) {
+__global__ void fd_kernel_argmax(const float* value, const int* index, int n, int* token, int* tokens, int step) {
   fd_task_argmax(value, index, n, token, tokens, step);
 }
 
-FD_EXPORT int fd_launch_argmax(const float* value, const int* index, int n, int* token, int* tokens, const int* step,
+FD_EXPORT int fd_launch_argmax(const float* value, const int* index, int n, int* token, int* tokens, int step,
                                void* stream) {
-  if (n <= 0 || (tokens != nullptr && step == nullptr)) return -1;
+  if (n <= 0 || step < 0) return -1;
   fd_kernel_argmax<<<1, kTaskThreads, 0, static_cast<fd_stream_t>(stream)>>>(value, index, n, token, tokens, step);
   return static_cast<int>(fd_get_last_error());
 }

@@ -1,10 +1,12 @@
 // Task kind: MLA attention chunk (flash-decoding, absorbed form). For cache positions
-// [t_begin, min(t_end, *n_pos)) and all kHeads heads:
+// [t_begin, min(t_end, n_pos)) and all kHeads heads:
 //   score[h][t] = scale * (q_lat[h] . c_kv[t] + q_pe[h] . k_pe[t])
 // then the chunk's max m[h], sum l[h] = sum_t exp(score - m) and unnormalised
 // o[h] = sum_t exp(score - m) c_kv[t] (kLatent wide), all fp32. The latent cache row is shared
 // by all heads (MQA-like), so each position's 1152 bytes are read once per chunk.
 // A chunk with no valid position writes m = -inf, l = 0, o = 0, which the merge ignores.
+// m[h] and l[h] are written at part_m[h * ml_stride], part_l[h * ml_stride]: separate arrays
+// (stride 1) or the task graph's interleaved (m, l) pairs (part_l = part_m + 1, stride 2).
 // HF (eager) rounds scores and probabilities to bf16; we keep fp32 throughout.
 #include "common.h"
 
@@ -14,45 +16,74 @@ __host__ __device__ constexpr int fd_attention_chunk_smem_bytes() {
   return (kHeads * kLatent + kHeads * kRope + kHeads * kMaxChunk) * 4;
 }
 
-__device__ void fd_task_attention_chunk(const float* q_lat, const fd_bf16* q_pe, const fd_bf16* ckv_cache,
-                                        const fd_bf16* kpe_cache, const int* n_pos, int t_begin, int t_end,
-                                        float scale, float* part_m, float* part_l, float* part_o, void* smem) {
+template <class Act>
+__device__ void fd_task_attention_chunk(const float* q_lat, const Act* q_pe, const fd_bf16* ckv_cache,
+                                        const fd_bf16* kpe_cache, int n_pos, int t_begin, int t_end, float scale,
+                                        float* part_m, float* part_l, int ml_stride, float* part_o, void* smem) {
   float* q_lat_s = static_cast<float*>(smem);      // [kHeads][kLatent]
   float* q_pe_s = q_lat_s + kHeads * kLatent;      // [kHeads][kRope]
   float* prob_s = q_pe_s + kHeads * kRope;         // [kHeads][kMaxChunk]
-  const int t1 = min(t_end, *n_pos);
+  const int t1 = min(t_end, n_pos);
   const int len = max(0, t1 - t_begin);
   for (int i = threadIdx.x; i < kHeads * kLatent / 4; i += blockDim.x)
     reinterpret_cast<float4*>(q_lat_s)[i] = reinterpret_cast<const float4*>(q_lat)[i];
-  for (int i = threadIdx.x; i < kHeads * kRope; i += blockDim.x) q_pe_s[i] = fd_bf16_to_float(q_pe[i]);
+  for (int i = threadIdx.x; i < kHeads * kRope; i += blockDim.x) q_pe_s[i] = fd_to_float(q_pe[i]);
   __syncthreads();
 
-  // Scores: one warp per position; lanes split the 576 latent+rope elements in 16-byte pieces.
+  // Scores: a warp takes kScorePositions positions at a time; lanes split each position's 576
+  // latent+rope elements in 16-byte pieces, all issued before the first is used (the rows come
+  // from HBM, so the loads in flight, not the FMAs, set the pace); each q piece read from shared
+  // memory serves every position of the pass.
   constexpr int kLatVec = kLatent / kVecElems, kRopeVec = kRope / kVecElems;
-  for (int t = fd_warp(); t < len; t += fd_num_warps()) {
-    const fd_bf16* ckv = ckv_cache + static_cast<size_t>(t_begin + t) * kLatent;
-    const fd_bf16* kpe = kpe_cache + static_cast<size_t>(t_begin + t) * kRope;
-    float acc[kHeads];
+  constexpr int kRowVec = kLatVec + kRopeVec;
+  constexpr int kVecPerLane = (kRowVec + kWarpSize - 1) / kWarpSize;
+  constexpr int kScorePositions = 2;
+  for (int t = kScorePositions * fd_warp(); t < len; t += kScorePositions * fd_num_warps()) {
+    fd_vec16 kv[kScorePositions][kVecPerLane];
 #pragma unroll
-    for (int h = 0; h < kHeads; ++h) acc[h] = 0.f;
-    for (int v = fd_lane(); v < kLatVec + kRopeVec; v += kWarpSize) {
+    for (int p = 0; p < kScorePositions; ++p) {
+      // Past the end of the chunk: reload its last row (its score is not stored).
+      const size_t row = static_cast<size_t>(t_begin + min(t + p, len - 1));
+#pragma unroll
+      for (int i = 0; i < kVecPerLane; ++i) {
+        const int v = fd_lane() + i * kWarpSize;
+        kv[p][i] = v >= kRowVec   ? fd_vec16{0, 0, 0, 0}
+                   : v < kLatVec ? fd_load16(ckv_cache + row * kLatent + v * kVecElems)
+                                 : fd_load16(kpe_cache + row * kRope + (v - kLatVec) * kVecElems);
+      }
+    }
+    float acc[kScorePositions][kHeads];
+#pragma unroll
+    for (int p = 0; p < kScorePositions; ++p)
+#pragma unroll
+      for (int h = 0; h < kHeads; ++h) acc[p][h] = 0.f;
+#pragma unroll
+    for (int i = 0; i < kVecPerLane; ++i) {
+      const int v = fd_lane() + i * kWarpSize;
+      if (v >= kRowVec) continue;
       const bool rope = v >= kLatVec;
-      float kv[8];
-      fd_unpack8(fd_load16(rope ? kpe + (v - kLatVec) * kVecElems : ckv + v * kVecElems), kv);
       const float* qs = rope ? q_pe_s + (v - kLatVec) * kVecElems : q_lat_s + v * kVecElems;
       const int q_stride = rope ? kRope : kLatent;
+      float k8[kScorePositions][8];
+#pragma unroll
+      for (int p = 0; p < kScorePositions; ++p) fd_unpack8(kv[p][i], k8[p]);
 #pragma unroll
       for (int h = 0; h < kHeads; ++h) {
-        const float* qh = qs + h * q_stride;
+        float q8[8];
+        fd_load_x8(qs + h * q_stride, 0, q8);
 #pragma unroll
-        for (int j = 0; j < 8; ++j) acc[h] = fmaf(qh[j], kv[j], acc[h]);
+        for (int p = 0; p < kScorePositions; ++p)
+#pragma unroll
+          for (int j = 0; j < 8; ++j) acc[p][h] = fmaf(q8[j], k8[p][j], acc[p][h]);
       }
     }
 #pragma unroll
-    for (int h = 0; h < kHeads; ++h) {
-      const float s = fd_warp_sum(acc[h]);
-      if (fd_lane() == 0) prob_s[h * kMaxChunk + t] = s * scale;
-    }
+    for (int p = 0; p < kScorePositions; ++p)
+#pragma unroll
+      for (int h = 0; h < kHeads; ++h) {
+        const float s = fd_warp_sum(acc[p][h]);
+        if (fd_lane() == 0 && t + p < len) prob_s[h * kMaxChunk + t + p] = s * scale;
+      }
   }
   __syncthreads();
 
@@ -68,7 +99,7 @@ __device__ void fd_task_attention_chunk(const float* q_lat, const fd_bf16* q_pe,
       l += p;
     }
     l = fd_warp_sum(l);
-    if (fd_lane() == 0) { part_m[h] = m; part_l[h] = l; }
+    if (fd_lane() == 0) { part_m[h * ml_stride] = m; part_l[h * ml_stride] = l; }
   }
   __syncthreads();
 
@@ -77,6 +108,7 @@ __device__ void fd_task_attention_chunk(const float* q_lat, const fd_bf16* q_pe,
   const int cv = threadIdx.x % kLatVec, group = threadIdx.x / kLatVec, groups = blockDim.x / kLatVec;
   for (int h0 = group * kHeadsPerPass; group < groups && h0 < kHeads; h0 += groups * kHeadsPerPass) {
     float acc[kHeadsPerPass][8] = {};
+#pragma unroll 4
     for (int t = 0; t < len; ++t) {
       float kv[8];
       fd_unpack8(fd_load16(ckv_cache + static_cast<size_t>(t_begin + t) * kLatent + cv * kVecElems), kv);
@@ -98,24 +130,30 @@ __device__ void fd_task_attention_chunk(const float* q_lat, const fd_bf16* q_pe,
 
 #ifndef FD_NO_STANDALONE
 // One block per chunk of chunk_len positions; chunk c writes part_*[c].
-__global__ void fd_kernel_attention_chunk(const float* q_lat, const fd_bf16* q_pe, const fd_bf16* ckv_cache,
-                                          const fd_bf16* kpe_cache, const int* n_pos, int chunk_len, float scale,
+template <class Act>
+__global__ void fd_kernel_attention_chunk(const float* q_lat, const Act* q_pe, const fd_bf16* ckv_cache,
+                                          const fd_bf16* kpe_cache, int n_pos, int chunk_len, float scale,
                                           float* part_m, float* part_l, float* part_o) {
   extern __shared__ __align__(16) unsigned char fd_smem[];
   const int c = blockIdx.x;
   fd_task_attention_chunk(q_lat, q_pe, ckv_cache, kpe_cache, n_pos, c * chunk_len, (c + 1) * chunk_len, scale,
-                          part_m + c * kHeads, part_l + c * kHeads, part_o + static_cast<size_t>(c) * kHeads * kLatent,
-                          fd_smem);
+                          part_m + c * kHeads, part_l + c * kHeads, 1,
+                          part_o + static_cast<size_t>(c) * kHeads * kLatent, fd_smem);
 }
 
 FD_EXPORT int fd_launch_attention_chunk(const float* q_lat, const void* q_pe, const void* ckv_cache,
-                                        const void* kpe_cache, const int* n_pos, int n_chunks, int chunk_len,
-                                        float scale, float* part_m, float* part_l, float* part_o, void* stream) {
+                                        const void* kpe_cache, int n_pos, int n_chunks, int chunk_len, float scale,
+                                        float* part_m, float* part_l, float* part_o, int f32, void* stream) {
   if (chunk_len <= 0 || chunk_len > kMaxChunk || kTaskThreads < kLatent / kVecElems) return -1;
-  fd_kernel_attention_chunk<<<n_chunks, kTaskThreads, fd_attention_chunk_smem_bytes(),
-                              static_cast<fd_stream_t>(stream)>>>(
-      q_lat, static_cast<const fd_bf16*>(q_pe), static_cast<const fd_bf16*>(ckv_cache),
-      static_cast<const fd_bf16*>(kpe_cache), n_pos, chunk_len, scale, part_m, part_l, part_o);
+  const fd_bf16* ckv = static_cast<const fd_bf16*>(ckv_cache);
+  const fd_bf16* kpe = static_cast<const fd_bf16*>(kpe_cache);
+  auto s = static_cast<fd_stream_t>(stream);
+  if (f32)
+    fd_kernel_attention_chunk<<<n_chunks, kTaskThreads, fd_attention_chunk_smem_bytes(), s>>>(
+        q_lat, static_cast<const float*>(q_pe), ckv, kpe, n_pos, chunk_len, scale, part_m, part_l, part_o);
+  else
+    fd_kernel_attention_chunk<<<n_chunks, kTaskThreads, fd_attention_chunk_smem_bytes(), s>>>(
+        q_lat, static_cast<const fd_bf16*>(q_pe), ckv, kpe, n_pos, chunk_len, scale, part_m, part_l, part_o);
   return static_cast<int>(fd_get_last_error());
 }
 #endif

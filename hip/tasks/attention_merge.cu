@@ -1,49 +1,93 @@
 // Task kind: attention merge. Combines n_chunks flash-decoding partials (m, l, unnormalised o)
-// of heads [head_begin, head_end) into out_lat[h] = sum_c e^(m_c - M) o_c / sum_c e^(m_c - M) l_c,
-// fp32. Chunks with l = 0 (no valid position) contribute nothing.
+// of heads [head_begin, head_end) into out[(h - head_begin) * kLatent + c] =
+// sum_c e^(m_c - M) o_c / sum_c e^(m_c - M) l_c, fp32. Chunks with l = 0 (no valid position)
+// contribute nothing. m/l of chunk c, head h are at part_m/part_l[(c * kHeads + h) * ml_stride]
+// (stride 1: separate arrays; 2: the task graph's interleaved (m, l) pairs).
+// fd_task_attention_merge_uv is the graph's ATTN_MERGE_UV: the merged out_lat stays in shared
+// memory and W_UV turns it into the tile's heads of attn_out (W_UV read once per layer).
 #include "common.h"
 
 constexpr int kMaxChunks = 1024;
 
-__host__ __device__ constexpr int fd_attention_merge_smem_bytes() { return kMaxChunks * 4; }
+__host__ __device__ constexpr int fd_attention_merge_smem_bytes(int heads_in_tile) {
+  return kMaxChunks * 4 + heads_in_tile * kLatent * 4;
+}
 
-__device__ void fd_task_attention_merge(const float* part_m, const float* part_l, const float* part_o, int n_chunks,
-                                        int head_begin, int head_end, float* out_lat, void* smem) {
-  float* weight_s = static_cast<float*>(smem);  // [n_chunks]: e^(m_c - M) / L
+__device__ void fd_task_attention_merge(const float* part_m, const float* part_l, int ml_stride, const float* part_o,
+                                        int n_chunks, int head_begin, int head_end, float* out, void* smem) {
+  float* weight_s = static_cast<float*>(smem);  // [n_chunks]: e^(m_c - M)
   for (int h = head_begin; h < head_end; ++h) {
     float m = -INFINITY;
-    for (int c = threadIdx.x; c < n_chunks; c += blockDim.x) m = fmaxf(m, part_m[c * kHeads + h]);
+    for (int c = threadIdx.x; c < n_chunks; c += blockDim.x) m = fmaxf(m, part_m[(c * kHeads + h) * ml_stride]);
     m = fd_block_max(m);
     float l = 0.f;
     for (int c = threadIdx.x; c < n_chunks; c += blockDim.x) {
-      const float w = part_l[c * kHeads + h] > 0.f ? __expf(part_m[c * kHeads + h] - m) : 0.f;
+      const float l_c = part_l[(c * kHeads + h) * ml_stride];
+      const float w = l_c > 0.f ? __expf(part_m[(c * kHeads + h) * ml_stride] - m) : 0.f;
       weight_s[c] = w;
-      l += w * part_l[c * kHeads + h];
+      l += w * l_c;
     }
     const float inv_l = 1.f / fd_block_sum(l);  // fd_block_sum's barrier also publishes weight_s
     for (int col = threadIdx.x; col < kLatent; col += blockDim.x) {
       float acc = 0.f;
+#pragma unroll 8
       for (int c = 0; c < n_chunks; ++c)
         if (weight_s[c] != 0.f)
           acc = fmaf(weight_s[c], part_o[(static_cast<size_t>(c) * kHeads + h) * kLatent + col], acc);
-      out_lat[h * kLatent + col] = acc * inv_l;
+      out[(h - head_begin) * kLatent + col] = acc * inv_l;
     }
-    __syncthreads();  // weight_s is rewritten for the next head
+    __syncthreads();  // weight_s is rewritten for the next head; out is complete
   }
+}
+
+template <class Act>
+__device__ void fd_task_attention_merge_uv(const float* part_m, const float* part_l, int ml_stride,
+                                           const float* part_o, int n_chunks, const fd_bf16* kv_b, int head_begin,
+                                           int head_end, Act* attn_out, void* smem) {
+  float* lat_s = static_cast<float*>(smem) + kMaxChunks;  // out_lat of the tile's heads
+  fd_task_attention_merge(part_m, part_l, ml_stride, part_o, n_chunks, head_begin, head_end, lat_s, smem);
+  fd_wuv_rows(lat_s, head_begin, kv_b, head_begin * kVHead, head_end * kVHead, attn_out);
 }
 
 #ifndef FD_NO_STANDALONE
 __global__ void fd_kernel_attention_merge(const float* part_m, const float* part_l, const float* part_o, int n_chunks,
                                           float* out_lat) {
   extern __shared__ __align__(16) unsigned char fd_smem[];
-  fd_task_attention_merge(part_m, part_l, part_o, n_chunks, blockIdx.x, blockIdx.x + 1, out_lat, fd_smem);
+  fd_task_attention_merge(part_m, part_l, 1, part_o, n_chunks, blockIdx.x, blockIdx.x + 1,
+                          out_lat + blockIdx.x * kLatent, fd_smem);
 }
 
 FD_EXPORT int fd_launch_attention_merge(const float* part_m, const float* part_l, const float* part_o, int n_chunks,
                                         float* out_lat, void* stream) {
   if (n_chunks <= 0 || n_chunks > kMaxChunks) return -1;
-  fd_kernel_attention_merge<<<kHeads, kTaskThreads, fd_attention_merge_smem_bytes(),
+  fd_kernel_attention_merge<<<kHeads, kTaskThreads, fd_attention_merge_smem_bytes(0),
                               static_cast<fd_stream_t>(stream)>>>(part_m, part_l, part_o, n_chunks, out_lat);
+  return static_cast<int>(fd_get_last_error());
+}
+
+// The graph's ATTN_MERGE_UV with interleaved (m, l) pairs, one block per group of heads_per_tile.
+template <class Act>
+__global__ void fd_kernel_attention_merge_uv(const float* part_ml, const float* part_o, int n_chunks,
+                                             const fd_bf16* kv_b, int heads_per_tile, Act* attn_out) {
+  extern __shared__ __align__(16) unsigned char fd_smem[];
+  int h0, h1;
+  fd_block_range(kHeads, heads_per_tile, &h0, &h1);
+  fd_task_attention_merge_uv(part_ml, part_ml + 1, 2, part_o, n_chunks, kv_b, h0, h1, attn_out, fd_smem);
+}
+
+FD_EXPORT int fd_launch_attention_merge_uv(const float* part_ml, const float* part_o, int n_chunks, const void* kv_b,
+                                           int heads_per_tile, void* attn_out, int f32, void* stream) {
+  const int smem = fd_attention_merge_smem_bytes(heads_per_tile);
+  if (n_chunks <= 0 || n_chunks > kMaxChunks || heads_per_tile <= 0 || smem > 48 * 1024) return -1;
+  const int blocks = (kHeads + heads_per_tile - 1) / heads_per_tile;
+  const fd_bf16* w = static_cast<const fd_bf16*>(kv_b);
+  auto s = static_cast<fd_stream_t>(stream);
+  if (f32)
+    fd_kernel_attention_merge_uv<<<blocks, kTaskThreads, smem, s>>>(part_ml, part_o, n_chunks, w, heads_per_tile,
+                                                                    static_cast<float*>(attn_out));
+  else
+    fd_kernel_attention_merge_uv<<<blocks, kTaskThreads, smem, s>>>(part_ml, part_o, n_chunks, w, heads_per_tile,
+                                                                    static_cast<fd_bf16*>(attn_out));
   return static_cast<int>(fd_get_last_error());
 }
 #endif

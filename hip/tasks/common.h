@@ -55,36 +55,18 @@ __device__ __forceinline__ float fd_dot8(fd_vec16 w, const float x[8]) {
 
 __device__ __forceinline__ float fd_silu(float g) { return g / (1.f + __expf(-g)); }
 
-// RMSNorm as HF's DeepseekV2RMSNorm computes it for a bf16 input: fp32 mean of squares,
-// x * rsqrt(var + eps) rounded to bf16, times the bf16 weight, rounded to bf16 again.
-// Writes n bf16 to xs (shared or global memory); without a weight (weight == nullptr) it copies x.
-// n must be a multiple of 8. Ends with a barrier, so xs is ready for every thread.
-__device__ __forceinline__ void fd_rmsnorm_bf16(const fd_bf16* x, const fd_bf16* weight, float eps,
-                                                     int n, fd_bf16* xs) {
-  const int n_vec = n / kVecElems;
-  if (weight == nullptr) {
-    for (int v = threadIdx.x; v < n_vec; v += blockDim.x) fd_store16(xs + v * kVecElems, fd_load16(x + v * kVecElems));
-    __syncthreads();
-    return;
-  }
-  float sum_sq = 0.f;
-  for (int v = threadIdx.x; v < n_vec; v += blockDim.x) {
-    float f[8];
-    fd_unpack8(fd_load16(x + v * kVecElems), f);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) sum_sq = fmaf(f[j], f[j], sum_sq);
-  }
-  const float inv_rms = rsqrtf(fd_block_sum(sum_sq) / static_cast<float>(n) + eps);
-  for (int v = threadIdx.x; v < n_vec; v += blockDim.x) {
-    float f[8], w[8];
-    fd_unpack8(fd_load16(x + v * kVecElems), f);
-    fd_unpack8(fd_load16(weight + v * kVecElems), w);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) f[j] = w[j] * fd_round_bf16(f[j] * inv_rms);
-    fd_store16(xs + v * kVecElems, fd_pack8(f));
-  }
-  __syncthreads();
-}
+// Activations are stored as bf16 (HF's storage: every stored value rounded where HF rounds) or
+// as fp32 (the task graph's F32 buffers: kept as computed). Every task is a template on that
+// type, Act; these helpers are the only place the choice shows.
+__device__ __forceinline__ float fd_to_float(fd_bf16 v) { return fd_bf16_to_float(v); }
+__device__ __forceinline__ float fd_to_float(float v) { return v; }
+
+template <class T> __device__ __forceinline__ T fd_store_as(float v);
+template <> __device__ __forceinline__ fd_bf16 fd_store_as<fd_bf16>(float v) { return fd_float_to_bf16(v); }
+template <> __device__ __forceinline__ float fd_store_as<float>(float v) { return v; }
+
+// The value v becomes once stored as T (bf16: rounded; fp32: unchanged).
+template <class T> __device__ __forceinline__ float fd_as_stored(float v) { return fd_to_float(fd_store_as<T>(v)); }
 
 // Eight consecutive activations as fp32, from bf16 or fp32 storage (shared or global memory).
 __device__ __forceinline__ void fd_load_x8(const fd_bf16* xs, int v, float x[8]) {
@@ -93,6 +75,76 @@ __device__ __forceinline__ void fd_load_x8(const fd_bf16* xs, int v, float x[8])
 __device__ __forceinline__ void fd_load_x8(const float* xs, int v, float x[8]) {
   const float4 a = reinterpret_cast<const float4*>(xs)[2 * v], b = reinterpret_cast<const float4*>(xs)[2 * v + 1];
   x[0] = a.x; x[1] = a.y; x[2] = a.z; x[3] = a.w; x[4] = b.x; x[5] = b.y; x[6] = b.z; x[7] = b.w;
+}
+
+__device__ __forceinline__ void fd_store_x8(fd_bf16* xs, int v, const float x[8]) {
+  fd_store16(xs + v * kVecElems, fd_pack8(x));
+}
+__device__ __forceinline__ void fd_store_x8(float* xs, int v, const float x[8]) {
+  reinterpret_cast<float4*>(xs)[2 * v] = make_float4(x[0], x[1], x[2], x[3]);
+  reinterpret_cast<float4*>(xs)[2 * v + 1] = make_float4(x[4], x[5], x[6], x[7]);
+}
+
+// n values of x converted to Out (shared or global memory), then a barrier; n a multiple of 8.
+template <class In, class Out>
+__device__ __forceinline__ void fd_stage(const In* x, int n, Out* out) {
+  for (int v = threadIdx.x; v < n / kVecElems; v += blockDim.x) {
+    float f[8];
+    fd_load_x8(x, v, f);
+    fd_store_x8(out, v, f);
+  }
+  __syncthreads();
+}
+
+// RMSNorm as HF's DeepseekV2RMSNorm: fp32 mean of squares, x * rsqrt(var + eps) cast back to
+// the input's type (bf16: rounded), times the bf16 weight, stored as Out (bf16: rounded again).
+// For an fp32 input that is x * rsqrt(var + eps) * w in fp32. Without a weight
+// (weight == nullptr) it converts x to Out. Writes n values to out (shared or global memory);
+// n must be a multiple of 8. Ends with a barrier, so out is ready for every thread.
+template <class In, class Out>
+__device__ __forceinline__ void fd_rmsnorm(const In* x, const fd_bf16* weight, float eps, int n, Out* out) {
+  if (weight == nullptr) return fd_stage(x, n, out);
+  const int n_vec = n / kVecElems;
+  float sum_sq = 0.f;
+  for (int v = threadIdx.x; v < n_vec; v += blockDim.x) {
+    float f[8];
+    fd_load_x8(x, v, f);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) sum_sq = fmaf(f[j], f[j], sum_sq);
+  }
+  const float inv_rms = rsqrtf(fd_block_sum(sum_sq) / static_cast<float>(n) + eps);
+  for (int v = threadIdx.x; v < n_vec; v += blockDim.x) {
+    float f[8], w[8];
+    fd_load_x8(x, v, f);
+    fd_load_x8(weight, v, w);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) f[j] = w[j] * fd_as_stored<In>(f[j] * inv_rms);
+    fd_store_x8(out, v, f);
+  }
+  __syncthreads();
+}
+
+// RoPE of one adjacent pair (2i, 2i+1) as HF's DeepseekV2 apply_rotary_emb: a complex product
+// in fp32 with cos/sin that already include YaRN's attention scaling.
+template <class In, class Out>
+__device__ __forceinline__ void fd_rope_pair(const In* in, Out* out, float cos_i, float sin_i) {
+  const float a = fd_to_float(in[0]), b = fd_to_float(in[1]);
+  out[0] = fd_store_as<Out>(a * cos_i - b * sin_i);
+  out[1] = fd_store_as<Out>(a * sin_i + b * cos_i);
+}
+
+// q_pe of heads [head_begin, head_end): the last kRope of each head's kQHead q values, rotated
+// at position pos (cos/sin tables [max_pos, kRope/2], fp32), into q_pe_out[h * kRope ...].
+template <class Act>
+__device__ __forceinline__ void fd_rope_q_heads(const Act* q, int head_begin, int head_end, const float* cos_table,
+                                                const float* sin_table, int pos, Act* q_pe_out) {
+  constexpr int kPairs = kRope / 2;
+  const float* cos_p = cos_table + static_cast<size_t>(pos) * kPairs;
+  const float* sin_p = sin_table + static_cast<size_t>(pos) * kPairs;
+  for (int item = threadIdx.x; item < (head_end - head_begin) * kPairs; item += blockDim.x) {
+    const int h = head_begin + item / kPairs, i = item % kPairs;
+    fd_rope_pair(q + h * kQHead + kNope + 2 * i, q_pe_out + h * kRope + 2 * i, cos_p[i], sin_p[i]);
+  }
 }
 
 // NR dot products rows[r] . xs[r] of bf16 weight rows with activation vectors (bf16 or fp32),
@@ -152,6 +204,32 @@ __device__ __forceinline__ void fd_gemv_rows(const fd_bf16* W, int n, const XT* 
 #pragma unroll
     for (int k = 0; k < kGemvRowsPerPass; ++k)
       if (r + k < row_end) emit(r + k, dots[k]);
+  }
+}
+
+// W_UV rows [row_begin, row_end) of the 2048-vector attn_out (row r = h*kVHead + d):
+// attn_out[r] = W_UV[h][d] . out_lat[h], W_UV[h] = rows h*256+128 .. h*256+255 of kv_b_proj.weight.
+// lat_s holds out_lat of heads head_first.. (fp32, shared memory). Stored as Act (bf16: HF's
+// attention output is bf16). Four rows of one head per warp pass; row_begin a multiple of 4.
+constexpr int kWuvRowsPerPass = 4;
+
+template <class Act>
+__device__ __forceinline__ void fd_wuv_rows(const float* lat_s, int head_first, const fd_bf16* kv_b, int row_begin,
+                                            int row_end, Act* attn_out) {
+  for (int r = row_begin + kWuvRowsPerPass * fd_warp(); r < row_end; r += kWuvRowsPerPass * fd_num_warps()) {
+    const fd_bf16* rows[kWuvRowsPerPass];
+    const float* xs[kWuvRowsPerPass];
+#pragma unroll
+    for (int k = 0; k < kWuvRowsPerPass; ++k) {
+      const int rk = min(r + k, row_end - 1), h = rk / kVHead, d = rk % kVHead;
+      rows[k] = kv_b + (static_cast<size_t>(h) * kKvbHead + kNope + d) * kLatent;
+      xs[k] = lat_s + (h - head_first) * kLatent;
+    }
+    float dots[kWuvRowsPerPass];
+    fd_warp_rows_dot<kWuvRowsPerPass>(rows, xs, kLatent, dots);
+#pragma unroll
+    for (int k = 0; k < kWuvRowsPerPass; ++k)
+      if (fd_lane() == 0 && r + k < row_end) attn_out[r + k] = fd_store_as<Act>(dots[k]);
   }
 }
 

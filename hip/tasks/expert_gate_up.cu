@@ -5,22 +5,25 @@
 // up_w + e*expert_stride. HF's gate_up_proj [E, 2I, hidden]: gate_w = base, up_w = base + I*hidden,
 // expert_stride = 2I*hidden. The shared experts and the dense layer-0 MLP are the same task
 // with expert_idx == nullptr (their separate gate_proj/up_proj weights, stride unused).
-// Rounding as HF in bf16: gate and up rounded to bf16 (nn.Linear output), SiLU(gate) rounded,
-// the product rounded.
+// Stored as Act. bf16 rounds as HF does: gate and up rounded (nn.Linear output), SiLU(gate)
+// rounded, the product rounded; fp32 keeps every value as computed.
+// This is also the task graph's GATE_UP (expert_idx == nullptr) and EXPERT_GATE_UP.
 #include "common.h"
 
-__host__ __device__ constexpr int fd_expert_gate_up_smem_bytes(int hidden) { return hidden * 2; }
+template <class Act>
+__host__ __device__ constexpr int fd_expert_gate_up_smem_bytes(int hidden) { return hidden * sizeof(Act); }
 
-__device__ void fd_task_expert_gate_up(const fd_bf16* x, const fd_bf16* norm_weight, float eps, const fd_bf16* gate_w,
+template <class Act>
+__device__ void fd_task_expert_gate_up(const Act* x, const fd_bf16* norm_weight, float eps, const fd_bf16* gate_w,
                                        const fd_bf16* up_w, long long expert_stride, const int* expert_idx, int slot,
-                                       int hidden, int row_begin, int row_end, fd_bf16* act, void* smem) {
-  fd_bf16* xs = static_cast<fd_bf16*>(smem);
+                                       int hidden, int row_begin, int row_end, Act* act, void* smem) {
+  Act* xs = static_cast<Act*>(smem);
   const long long offset = expert_idx != nullptr ? expert_idx[slot] * expert_stride : 0;
-  fd_rmsnorm_bf16(x, norm_weight, eps, hidden, xs);
+  fd_rmsnorm(x, norm_weight, eps, hidden, xs);
   constexpr int kRowsPerPass = 2;  // gate and up rows of 2 intermediate rows: 4 rows in flight
   for (int r = row_begin + kRowsPerPass * fd_warp(); r < row_end; r += kRowsPerPass * fd_num_warps()) {
     const fd_bf16* rows[2 * kRowsPerPass];
-    const fd_bf16* xv[2 * kRowsPerPass];
+    const Act* xv[2 * kRowsPerPass];
 #pragma unroll
     for (int k = 0; k < kRowsPerPass; ++k) {
       const size_t row = static_cast<size_t>(min(r + k, row_end - 1)) * hidden;
@@ -33,17 +36,18 @@ __device__ void fd_task_expert_gate_up(const fd_bf16* x, const fd_bf16* norm_wei
 #pragma unroll
     for (int k = 0; k < kRowsPerPass; ++k)
       if (fd_lane() == 0 && r + k < row_end) {
-        const float g = fd_round_bf16(dots[2 * k]), u = fd_round_bf16(dots[2 * k + 1]);
-        act[r + k] = fd_float_to_bf16(fd_round_bf16(fd_silu(g)) * u);
+        const float g = fd_as_stored<Act>(dots[2 * k]), u = fd_as_stored<Act>(dots[2 * k + 1]);
+        act[r + k] = fd_store_as<Act>(fd_as_stored<Act>(fd_silu(g)) * u);
       }
   }
 }
 
 #ifndef FD_NO_STANDALONE
 // blockIdx.y = slot; each slot's act vector is inter elements long.
-__global__ void fd_kernel_expert_gate_up(const fd_bf16* x, const fd_bf16* norm_weight, float eps, const fd_bf16* gate_w,
+template <class Act>
+__global__ void fd_kernel_expert_gate_up(const Act* x, const fd_bf16* norm_weight, float eps, const fd_bf16* gate_w,
                                          const fd_bf16* up_w, long long expert_stride, const int* expert_idx,
-                                         int hidden, int inter, int rows_per_tile, fd_bf16* act) {
+                                         int hidden, int inter, int rows_per_tile, Act* act) {
   extern __shared__ __align__(16) unsigned char fd_smem[];
   int r0, r1;
   fd_block_range(inter, rows_per_tile, &r0, &r1);
@@ -51,16 +55,26 @@ __global__ void fd_kernel_expert_gate_up(const fd_bf16* x, const fd_bf16* norm_w
                          act + static_cast<size_t>(blockIdx.y) * inter, fd_smem);
 }
 
-FD_EXPORT int fd_launch_expert_gate_up(const void* x, const void* norm_weight, float eps, const void* gate_w,
+template <class Act>
+static int fd_launch_expert_gate_up_as(const void* x, const void* norm_weight, float eps, const void* gate_w,
                                        const void* up_w, long long expert_stride, const int* expert_idx, int n_slots,
                                        int hidden, int inter, int rows_per_tile, void* act, void* stream) {
-  if (hidden % kVecElems || rows_per_tile <= 0 || n_slots <= 0) return -1;
   const dim3 grid((inter + rows_per_tile - 1) / rows_per_tile, n_slots);
-  fd_kernel_expert_gate_up<<<grid, kTaskThreads, fd_expert_gate_up_smem_bytes(hidden),
-                             static_cast<fd_stream_t>(stream)>>>(
-      static_cast<const fd_bf16*>(x), static_cast<const fd_bf16*>(norm_weight), eps,
-      static_cast<const fd_bf16*>(gate_w), static_cast<const fd_bf16*>(up_w), expert_stride, expert_idx, hidden, inter,
-      rows_per_tile, static_cast<fd_bf16*>(act));
+  fd_kernel_expert_gate_up<Act><<<grid, kTaskThreads, fd_expert_gate_up_smem_bytes<Act>(hidden),
+                                  static_cast<fd_stream_t>(stream)>>>(
+      static_cast<const Act*>(x), static_cast<const fd_bf16*>(norm_weight), eps, static_cast<const fd_bf16*>(gate_w),
+      static_cast<const fd_bf16*>(up_w), expert_stride, expert_idx, hidden, inter, rows_per_tile,
+      static_cast<Act*>(act));
   return static_cast<int>(fd_get_last_error());
+}
+
+FD_EXPORT int fd_launch_expert_gate_up(const void* x, const void* norm_weight, float eps, const void* gate_w,
+                                       const void* up_w, long long expert_stride, const int* expert_idx, int n_slots,
+                                       int hidden, int inter, int rows_per_tile, void* act, int f32, void* stream) {
+  if (hidden % kVecElems || rows_per_tile <= 0 || n_slots <= 0) return -1;
+  return f32 ? fd_launch_expert_gate_up_as<float>(x, norm_weight, eps, gate_w, up_w, expert_stride, expert_idx,
+                                                  n_slots, hidden, inter, rows_per_tile, act, stream)
+             : fd_launch_expert_gate_up_as<fd_bf16>(x, norm_weight, eps, gate_w, up_w, expert_stride, expert_idx,
+                                                    n_slots, hidden, inter, rows_per_tile, act, stream);
 }
 #endif

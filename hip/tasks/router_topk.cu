@@ -1,21 +1,25 @@
-// Task kind: router + top-k. x_norm = RMSNorm(x) with post_attention_layernorm (bf16, as HF),
-// logits[e] = W_router[e] . x_norm in fp32 (HF keeps the router weight in fp32 and casts the
-// input up), softmax in fp32, greedy top-k (largest first, ties to the lower expert index; HF's
-// torch.topk(sorted=False) returns the same set), weights = probability * routed_scaling_factor,
-// no renormalisation (norm_topk_prob is false). One block; the expert tiles read idx/weights.
+// Task kind: router + top-k. x_norm = RMSNorm(x) with post_attention_layernorm (stored as Act,
+// as fd_rmsnorm), logits[e] = W_router[e] . x_norm in fp32 (HF keeps the router weight in fp32
+// and casts the input up), softmax in fp32, greedy top-k (the k largest, ties to the lower expert
+// index; HF's torch.topk(sorted=False) picks the same set), written in ascending expert order
+// (the order HF's expert loop adds them in, and the task graph's ROUTER), weights =
+// probability * routed_scaling_factor, no renormalisation (norm_topk_prob is false).
+// One block; the expert tiles read idx/weights at run time.
 #include "common.h"
 
 constexpr int kMaxExperts = 256;
 constexpr int kMaxTopK = 16;
 
-__host__ __device__ constexpr int fd_router_smem_bytes(int hidden) { return hidden * 2 + kMaxExperts * 4; }
+template <class Act>
+__host__ __device__ constexpr int fd_router_smem_bytes(int hidden) { return hidden * sizeof(Act) + kMaxExperts * 4; }
 
-__device__ void fd_task_router_topk(const fd_bf16* x, const fd_bf16* norm_weight, float eps, const float* w_router,
+template <class Act>
+__device__ void fd_task_router_topk(const Act* x, const fd_bf16* norm_weight, float eps, const float* w_router,
                                     int n_experts, int hidden, int top_k, float routed_scaling, float* probs_out,
                                     int* topk_idx, float* topk_weight, void* smem) {
-  fd_bf16* xs = static_cast<fd_bf16*>(smem);
+  Act* xs = static_cast<Act*>(smem);
   float* prob_s = reinterpret_cast<float*>(xs + hidden);
-  fd_rmsnorm_bf16(x, norm_weight, eps, hidden, xs);
+  fd_rmsnorm(x, norm_weight, eps, hidden, xs);
   // fp32 weights: 4 per 16-byte load, so a lane streams twice the loads of a bf16 row.
   const int n_vec4 = hidden / 4;
   for (int e = fd_warp(); e < n_experts; e += fd_num_warps()) {
@@ -32,12 +36,11 @@ __device__ void fd_task_router_topk(const fd_bf16* x, const fd_bf16* norm_weight
       for (int u = 0; u < 2 * kStreamUnroll; ++u) {
         const int v = base + u * kWarpSize;
         if (v < n_vec4) {
-          const uint32_t xa = *reinterpret_cast<const uint32_t*>(xs + 4 * v);
-          const uint32_t xb = *reinterpret_cast<const uint32_t*>(xs + 4 * v + 2);
-          acc = fmaf(__uint_as_float(w[u].x), fd_bf16_lo(xa), acc);
-          acc = fmaf(__uint_as_float(w[u].y), fd_bf16_hi(xa), acc);
-          acc = fmaf(__uint_as_float(w[u].z), fd_bf16_lo(xb), acc);
-          acc = fmaf(__uint_as_float(w[u].w), fd_bf16_hi(xb), acc);
+          const Act* x4 = xs + 4 * v;
+          acc = fmaf(__uint_as_float(w[u].x), fd_to_float(x4[0]), acc);
+          acc = fmaf(__uint_as_float(w[u].y), fd_to_float(x4[1]), acc);
+          acc = fmaf(__uint_as_float(w[u].z), fd_to_float(x4[2]), acc);
+          acc = fmaf(__uint_as_float(w[u].w), fd_to_float(x4[3]), acc);
         }
       }
     }
@@ -65,8 +68,14 @@ __device__ void fd_task_router_topk(const fd_bf16* x, const fd_bf16* norm_weight
       if (fd_argmax_better(prob_s[e], e, best.value, best.index)) best = {prob_s[e], e};
     best = fd_warp_argmax(best);
     if (fd_lane() == 0) {
-      topk_idx[k] = best.index;
-      topk_weight[k] = best.value * routed_scaling;
+      // Insertion into ascending expert order among the k already chosen.
+      int at = k;
+      for (; at > 0 && topk_idx[at - 1] > best.index; --at) {
+        topk_idx[at] = topk_idx[at - 1];
+        topk_weight[at] = topk_weight[at - 1];
+      }
+      topk_idx[at] = best.index;
+      topk_weight[at] = best.value * routed_scaling;
       prob_s[best.index] = -INFINITY;  // taken: below every probability
     }
     fd_sync_warp();
@@ -74,7 +83,8 @@ __device__ void fd_task_router_topk(const fd_bf16* x, const fd_bf16* norm_weight
 }
 
 #ifndef FD_NO_STANDALONE
-__global__ void fd_kernel_router_topk(const fd_bf16* x, const fd_bf16* norm_weight, float eps, const float* w_router,
+template <class Act>
+__global__ void fd_kernel_router_topk(const Act* x, const fd_bf16* norm_weight, float eps, const float* w_router,
                                       int n_experts, int hidden, int top_k, float routed_scaling, float* probs_out,
                                       int* topk_idx, float* topk_weight) {
   extern __shared__ __align__(16) unsigned char fd_smem[];
@@ -84,13 +94,20 @@ __global__ void fd_kernel_router_topk(const fd_bf16* x, const fd_bf16* norm_weig
 
 FD_EXPORT int fd_launch_router_topk(const void* x, const void* norm_weight, float eps, const float* w_router,
                                     int n_experts, int hidden, int top_k, float routed_scaling, float* probs_out,
-                                    int* topk_idx, float* topk_weight, int threads, void* stream) {
+                                    int* topk_idx, float* topk_weight, int threads, int f32, void* stream) {
   if (n_experts > kMaxExperts || top_k > kMaxTopK || top_k > n_experts || hidden % kVecElems ||
       threads % kWarpSize || threads > kMaxBlockThreads)
     return -1;
-  fd_kernel_router_topk<<<1, threads, fd_router_smem_bytes(hidden), static_cast<fd_stream_t>(stream)>>>(
-      static_cast<const fd_bf16*>(x), static_cast<const fd_bf16*>(norm_weight), eps, w_router, n_experts, hidden,
-      top_k, routed_scaling, probs_out, topk_idx, topk_weight);
+  const fd_bf16* nw = static_cast<const fd_bf16*>(norm_weight);
+  auto s = static_cast<fd_stream_t>(stream);
+  if (f32)
+    fd_kernel_router_topk<<<1, threads, fd_router_smem_bytes<float>(hidden), s>>>(
+        static_cast<const float*>(x), nw, eps, w_router, n_experts, hidden, top_k, routed_scaling, probs_out,
+        topk_idx, topk_weight);
+  else
+    fd_kernel_router_topk<<<1, threads, fd_router_smem_bytes<fd_bf16>(hidden), s>>>(
+        static_cast<const fd_bf16*>(x), nw, eps, w_router, n_experts, hidden, top_k, routed_scaling, probs_out,
+        topk_idx, topk_weight);
   return static_cast<int>(fd_get_last_error());
 }
 #endif

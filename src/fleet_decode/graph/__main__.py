@@ -29,6 +29,11 @@ def config_of(source: str):
     return get_config(source)
 
 
+def _size(n_bytes):
+    unit, scale = next((u, f) for u, f in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3), ("B", 1)) if n_bytes >= f or f == 1)
+    return f"{n_bytes / scale:.3f} {unit}"
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="tiny", help="tiny | random:<name-or-config.json> | hf:<dir>")
@@ -56,8 +61,8 @@ def main(argv=None):
     print("events per layer: " + ", ".join(f"{k}:{v}" for k, v in counts["events_per_layer"].items()))
     print("tasks per kind: " + ", ".join(f"{k}:{v}" for k, v in counts["tasks_per_kind"].items()))
     for cat, n in counts["weight_bytes_per_token"].items():
-        print(f"  {cat:>15}: {n / 1e9:8.4f} GB")
-    print(f"weights per token: {counts['weight_bytes_per_token_total'] / 1e9:.3f} GB "
+        print(f"  {cat:>15}: {_size(n)}")
+    print(f"weights per token: {_size(counts['weight_bytes_per_token_total'])} "
           f"+ MLA cache {counts['cache_bytes_per_position'] / 1e3:.2f} KB per context position "
           f"({args.weight_bytes} bytes per element)")
     if args.json:

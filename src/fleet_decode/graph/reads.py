@@ -22,8 +22,13 @@ def weight_reads(task, graph) -> list[WeightRead]:
     c = graph.constants
     r0, r1 = task.tile
     shape = [graph.weights[w].shape for w in task.weights]
-    whole = lambda j, part=-1: WeightRead(task.weights[j], part, 0, shape[j][0], 1)  # noqa: E731  (a 1-D vector)
-    one_row = lambda j: WeightRead(task.weights[j], -2, 0, 1, shape[j][-1])  # noqa: E731  (a row picked at run time)
+
+    def whole(j):  # a 1-D vector (a norm's weight)
+        return WeightRead(task.weights[j], -1, 0, shape[j][0], 1)
+
+    def one_row(j):  # one row picked at run time (the token's embedding, the position's rope row)
+        return WeightRead(task.weights[j], -2, 0, 1, shape[j][-1])
+
     k = task.kind
     if k == Kind.EMBED:
         return [one_row(0)]

@@ -86,10 +86,21 @@ def _run(cmd: list[str], tc: Toolchain) -> str:
     return result.stdout + result.stderr
 
 
+TEMPLATE_ARGS = {"f": "<float>", "t": "<bf16>"}  # Itanium codes of the activation types (float, uint16_t)
+
+
 def _kernel_name(mangled: str) -> str:
-    """`_Z16fd_kernel_argmaxPKf...` -> `fd_kernel_argmax` (the first Itanium name component)."""
+    """`_Z16fd_kernel_argmaxPKf...` -> `fd_kernel_argmax`; a template's first argument is kept:
+    `_Z15fd_kernel_embedIfEv...` -> `fd_kernel_embed<float>`."""
     match = re.match(r"_Z(\d+)", mangled)
-    return mangled[match.end(): match.end() + int(match.group(1))] if match else mangled
+    if not match:
+        return mangled
+    end = match.end() + int(match.group(1))
+    name = mangled[match.end(): end]
+    if mangled[end: end + 1] == "I":
+        code = mangled[end + 1: end + 2]
+        name += TEMPLATE_ARGS.get(code, f"<{code}>")
+    return name
 
 
 def parse_ptxas(report: str) -> dict[str, dict]:

@@ -17,21 +17,27 @@ from fleet_decode.kernels.build import LIBRARY_NAME, REPO_ROOT, build
 
 P, I, F, L = ctypes.c_void_p, ctypes.c_int, ctypes.c_float, ctypes.c_longlong
 
-# Argument types of every exported launcher, in C order; the trailing stream is implied.
+# Argument types of every exported launcher, in C order; the trailing stream is implied. The
+# last int of most is `f32`: activations stored as fp32 (the task graph's F32 buffers) instead of
+# bf16 (HF's storage); the wrappers below set it from the activation tensor's dtype.
 SIGNATURES = {
-    "embed": [P, P, I, P],
-    "rmsnorm_gemv": [P, P, F, P, I, I, I, P, P],
-    "rope_cache": [P, P, P, F, P, P, P, P, P, P],
-    "q_absorb": [P, P, I, P],
-    "attention_chunk": [P, P, P, P, P, I, I, F, P, P, P],
+    "embed": [P, P, I, P, I],
+    "rmsnorm_gemv": [P, P, F, P, I, I, I, P, P, I],
+    "rope_cache": [P, P, P, F, P, P, I, P, P, P, I],
+    "q_absorb": [P, P, I, P, I],
+    "rope_q_absorb": [P, P, P, P, I, I, P, P, I],
+    "attention_chunk": [P, P, P, P, I, I, I, F, P, P, P, I],
     "attention_merge": [P, P, P, I, P],
-    "wuv_oproj": [P, P, I, P, I, P, P, P],
-    "router_topk": [P, P, F, P, I, I, I, F, P, P, P, I],
-    "expert_gate_up": [P, P, F, P, P, L, P, I, I, I, I, P],
-    "expert_down": [P, P, P, I, P, I, P, P, I, P, I, I, P],
-    "lm_head": [P, P, F, P, I, I, I, P, P, P],
-    "argmax": [P, P, I, P, P, P],
+    "attention_merge_uv": [P, P, I, P, I, P, I],
+    "wuv_oproj": [P, P, I, P, I, P, P, P, I],
+    "router_topk": [P, P, F, P, I, I, I, F, P, P, P, I, I],
+    "expert_gate_up": [P, P, F, P, P, L, P, I, I, I, I, P, I],
+    "expert_down": [P, P, P, I, P, I, P, P, I, P, I, I, P, I],
+    "down_accum": [P, L, P, P, I, P, I, I, I, P, I],
+    "lm_head": [P, P, F, P, I, I, I, P, P, P, I],
+    "argmax": [P, P, I, P, P, I],
 }
+ACTIVATION_DTYPES = (torch.bfloat16, torch.float32)
 
 
 class KernelError(RuntimeError):
@@ -60,6 +66,17 @@ def ptr(t: torch.Tensor | None, dtype: torch.dtype | None = None) -> int | None:
     return t.data_ptr()
 
 
+def act(t: torch.Tensor) -> int:
+    """Pointer of an activation tensor: bf16 (HF's storage) or fp32 (the task graph's buffers)."""
+    if t.dtype not in ACTIVATION_DTYPES:
+        raise TypeError(f"activations are bf16 or fp32, got {t.dtype}")
+    return ptr(t)
+
+
+def is_f32(t: torch.Tensor) -> int:
+    return int(t.dtype == torch.float32)
+
+
 class TaskKernels:
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
@@ -79,70 +96,83 @@ class TaskKernels:
             raise KernelError(f"fd_launch_{kind}: {self.lib.fd_error_string(code).decode()} ({code})")
 
     def embed(self, table, token, out):
-        self._launch("embed", ptr(table, torch.bfloat16), ptr(token, torch.int32), table.shape[1],
-                     ptr(out, torch.bfloat16))
+        self._launch("embed", ptr(table, torch.bfloat16), ptr(token, torch.int32), table.shape[1], act(out),
+                     is_f32(out))
 
     def rmsnorm_gemv(self, x, norm_weight, eps, W, out, rows_per_tile, residual=None):
-        self._launch("rmsnorm_gemv", ptr(x, torch.bfloat16), ptr(norm_weight, torch.bfloat16), eps,
-                     ptr(W, torch.bfloat16), W.shape[1], W.shape[0], rows_per_tile,
-                     ptr(residual, torch.bfloat16), ptr(out, torch.bfloat16))
+        self._launch("rmsnorm_gemv", act(x), ptr(norm_weight, torch.bfloat16), eps, ptr(W, torch.bfloat16),
+                     W.shape[1], W.shape[0], rows_per_tile, ptr(residual, x.dtype), ptr(out, x.dtype), is_f32(x))
 
     def rope_cache(self, q, kv_a, kv_norm_weight, eps, cos, sin, pos, q_pe_out, ckv_cache, kpe_cache):
-        self._launch("rope_cache", ptr(q, torch.bfloat16), ptr(kv_a, torch.bfloat16),
-                     ptr(kv_norm_weight, torch.bfloat16), eps, ptr(cos, torch.float32), ptr(sin, torch.float32),
-                     ptr(pos, torch.int32), ptr(q_pe_out, torch.bfloat16), ptr(ckv_cache, torch.bfloat16),
-                     ptr(kpe_cache, torch.bfloat16))
+        self._launch("rope_cache", act(q), ptr(kv_a, q.dtype), ptr(kv_norm_weight, torch.bfloat16), eps,
+                     ptr(cos, torch.float32), ptr(sin, torch.float32), pos, ptr(q_pe_out, q.dtype),
+                     ptr(ckv_cache, torch.bfloat16), ptr(kpe_cache, torch.bfloat16), is_f32(q))
 
     def q_absorb(self, q, kv_b, q_lat, cols_per_tile=128):
-        self._launch("q_absorb", ptr(q, torch.bfloat16), ptr(kv_b, torch.bfloat16), cols_per_tile,
-                     ptr(q_lat, torch.float32))
+        self._launch("q_absorb", act(q), ptr(kv_b, torch.bfloat16), cols_per_tile, ptr(q_lat, torch.float32),
+                     is_f32(q))
+
+    def rope_q_absorb(self, q, kv_b, cos, sin, pos, q_lat, q_pe_out, heads_per_tile=1):
+        self._launch("rope_q_absorb", act(q), ptr(kv_b, torch.bfloat16), ptr(cos, torch.float32),
+                     ptr(sin, torch.float32), pos, heads_per_tile, ptr(q_lat, torch.float32), ptr(q_pe_out, q.dtype),
+                     is_f32(q))
 
     def attention_chunk(self, q_lat, q_pe, ckv_cache, kpe_cache, n_pos, chunk_len, scale, part_m, part_l, part_o):
-        self._launch("attention_chunk", ptr(q_lat, torch.float32), ptr(q_pe, torch.bfloat16),
-                     ptr(ckv_cache, torch.bfloat16), ptr(kpe_cache, torch.bfloat16), ptr(n_pos, torch.int32),
-                     part_m.shape[0], chunk_len, scale, ptr(part_m, torch.float32), ptr(part_l, torch.float32),
-                     ptr(part_o, torch.float32))
+        self._launch("attention_chunk", ptr(q_lat, torch.float32), act(q_pe), ptr(ckv_cache, torch.bfloat16),
+                     ptr(kpe_cache, torch.bfloat16), n_pos, part_m.shape[0], chunk_len, scale,
+                     ptr(part_m, torch.float32), ptr(part_l, torch.float32), ptr(part_o, torch.float32), is_f32(q_pe))
 
     def attention_merge(self, part_m, part_l, part_o, out_lat):
         self._launch("attention_merge", ptr(part_m, torch.float32), ptr(part_l, torch.float32),
                      ptr(part_o, torch.float32), part_m.shape[0], ptr(out_lat, torch.float32))
 
+    def attention_merge_uv(self, part_ml, part_o, kv_b, attn_out, heads_per_tile=1):
+        """part_ml: [n_chunks, heads, 2] interleaved (m, l), as the task graph's buffer."""
+        self._launch("attention_merge_uv", ptr(part_ml, torch.float32), ptr(part_o, torch.float32),
+                     part_ml.shape[0], ptr(kv_b, torch.bfloat16), heads_per_tile, act(attn_out), is_f32(attn_out))
+
     def wuv_oproj(self, out_lat, kv_b, o_proj, residual, attn_out, out, wuv_rows_per_tile=16,
                   oproj_rows_per_tile=16):
         self._launch("wuv_oproj", ptr(out_lat, torch.float32), ptr(kv_b, torch.bfloat16), wuv_rows_per_tile,
-                     ptr(o_proj, torch.bfloat16), oproj_rows_per_tile, ptr(residual, torch.bfloat16),
-                     ptr(attn_out, torch.bfloat16), ptr(out, torch.bfloat16))
+                     ptr(o_proj, torch.bfloat16), oproj_rows_per_tile, ptr(residual, attn_out.dtype), act(attn_out),
+                     ptr(out, attn_out.dtype), is_f32(attn_out))
 
     def router_topk(self, x, norm_weight, eps, w_router, top_k, routed_scaling, probs, topk_idx, topk_weight,
                     threads=256):
-        self._launch("router_topk", ptr(x, torch.bfloat16), ptr(norm_weight, torch.bfloat16), eps,
-                     ptr(w_router, torch.float32), w_router.shape[0], w_router.shape[1], top_k, routed_scaling,
-                     ptr(probs, torch.float32), ptr(topk_idx, torch.int32), ptr(topk_weight, torch.float32), threads)
+        self._launch("router_topk", act(x), ptr(norm_weight, torch.bfloat16), eps, ptr(w_router, torch.float32),
+                     w_router.shape[0], w_router.shape[1], top_k, routed_scaling, ptr(probs, torch.float32),
+                     ptr(topk_idx, torch.int32), ptr(topk_weight, torch.float32), threads, is_f32(x))
 
-    def expert_gate_up(self, x, norm_weight, eps, gate_w, up_w, expert_stride, expert_idx, act, rows_per_tile):
-        """act: [n_slots, inter]; gate_w/up_w: views into the expert weights (any shape, contiguous base)."""
-        self._launch("expert_gate_up", ptr(x, torch.bfloat16), ptr(norm_weight, torch.bfloat16), eps,
-                     gate_w.data_ptr(), up_w.data_ptr(), expert_stride, ptr(expert_idx, torch.int32),
-                     act.shape[0], x.shape[0], act.shape[1], rows_per_tile, ptr(act, torch.bfloat16))
+    def expert_gate_up(self, x, norm_weight, eps, gate_w, up_w, expert_stride, expert_idx, act_out, rows_per_tile):
+        """act_out: [n_slots, inter]; gate_w/up_w: views into the expert weights (any shape, contiguous base)."""
+        self._launch("expert_gate_up", act(x), ptr(norm_weight, torch.bfloat16), eps, gate_w.data_ptr(),
+                     up_w.data_ptr(), expert_stride, ptr(expert_idx, torch.int32), act_out.shape[0], x.shape[0],
+                     act_out.shape[1], rows_per_tile, ptr(act_out, x.dtype), is_f32(x))
 
-    def expert_down(self, down_w, expert_idx, topk_weight, act, shared_down, shared_act, residual, out,
+    def expert_down(self, down_w, expert_idx, topk_weight, act_in, shared_down, shared_act, residual, out,
                     rows_per_tile):
-        n_slots = 0 if act is None else act.shape[0]
-        inter = 0 if act is None else act.shape[1]
+        n_slots = 0 if act_in is None else act_in.shape[0]
+        inter = 0 if act_in is None else act_in.shape[1]
         shared_inter = 0 if shared_act is None else shared_act.shape[0]
         self._launch("expert_down", ptr(down_w, torch.bfloat16), ptr(expert_idx, torch.int32),
-                     ptr(topk_weight, torch.float32), n_slots, ptr(act, torch.bfloat16), inter,
-                     ptr(shared_down, torch.bfloat16), ptr(shared_act, torch.bfloat16), shared_inter,
-                     ptr(residual, torch.bfloat16), out.shape[0], rows_per_tile, ptr(out, torch.bfloat16))
+                     ptr(topk_weight, torch.float32), n_slots, ptr(act_in, out.dtype), inter,
+                     ptr(shared_down, torch.bfloat16), ptr(shared_act, out.dtype), shared_inter,
+                     ptr(residual, out.dtype), out.shape[0], rows_per_tile, act(out), is_f32(out))
+
+    def down_accum(self, down_w, expert_stride, expert_idx, expert_weight, act_in, h_out, rows_per_tile):
+        """h_out[r] += w_slot * down[e_slot][r] . act_in[slot] for every slot (fp32 atomics)."""
+        self._launch("down_accum", down_w.data_ptr(), expert_stride, ptr(expert_idx, torch.int32),
+                     ptr(expert_weight, torch.float32), act_in.shape[0], act(act_in), act_in.shape[1],
+                     h_out.shape[0], rows_per_tile, ptr(h_out, torch.float32), is_f32(act_in))
 
     def lm_head(self, x, norm_weight, eps, W, logits, part_value, part_index, rows_per_tile):
-        self._launch("lm_head", ptr(x, torch.bfloat16), ptr(norm_weight, torch.bfloat16), eps,
-                     ptr(W, torch.bfloat16), W.shape[1], W.shape[0], rows_per_tile, ptr(logits, torch.float32),
-                     ptr(part_value, torch.float32), ptr(part_index, torch.int32))
+        self._launch("lm_head", act(x), ptr(norm_weight, torch.bfloat16), eps, ptr(W, torch.bfloat16), W.shape[1],
+                     W.shape[0], rows_per_tile, ptr(logits, torch.float32), ptr(part_value, torch.float32),
+                     ptr(part_index, torch.int32), is_f32(x))
 
-    def argmax(self, value, token, index=None, tokens=None, step=None):
+    def argmax(self, value, token, index=None, tokens=None, step=0):
         self._launch("argmax", ptr(value, torch.float32), ptr(index, torch.int32), value.shape[0],
-                     ptr(token, torch.int32), ptr(tokens, torch.int32), ptr(step, torch.int32))
+                     ptr(token, torch.int32), ptr(tokens, torch.int32), step)
 
 
 def default_library_path(arch: str) -> Path:

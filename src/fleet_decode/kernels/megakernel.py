@@ -35,7 +35,7 @@ from fleet_decode.sim.decode import weight_table
 
 P, I, D = ctypes.c_void_p, ctypes.c_int, ctypes.c_double
 MAX_ATTN_CHUNK = 64  # kMaxChunk of hip/tasks/attention_chunk.cu
-MAX_MERGE_CHUNKS = (64 * 1024 - 16 * 512 * 4) // (16 * 8 + 4)  # fd_glue_merge_smem_bytes within the 64 KB
+MAX_MERGE_CHUNKS = 1024  # kMaxChunks of hip/tasks/attention_merge.cu
 COMPILED_DIMS = dict(n_heads=16, kv_rank=512, qk_rope=64, qk_nope=128, v_head=128)  # hip/tasks/common.h
 ERROR_FIELDS = ("flag", "worker", "task", "event", "counter", "target", "step", "kind", "abort")
 
@@ -65,12 +65,12 @@ class DecodeResult:
     counts: dict = field(default_factory=dict)
 
 
-def add_order(graph) -> tuple[np.ndarray, int, int]:
-    """The runtime's table of adders: per task (arrival counter, rank, group size, scratch offset),
-    -1s for a task that is not one of several adders into the same rows. Adders into one row range
-    of one buffer form a group, ranked in graph order; each stores its contribution in its slice of
-    the scratch (offset + rank x rows) and the last to arrive adds the slices in rank order, so the
-    sum is deterministic. Returns (table, number of groups, scratch floats)."""
+def add_order(graph) -> tuple[np.ndarray, int, int, int]:
+    """The runtime's table of adders: per task (arrival counter, rank, group size, scratch row offset),
+    -1s for a task that is not one of several adders into the same rows. Adders into one row range of
+    one buffer form a group, ranked in graph order; rank r adds into scratch row r of that buffer
+    (alone there, so exactly) and the last to arrive adds the rows in rank order, so the sum is
+    deterministic. Returns (table, number of groups, scratch floats, floats per scratch row)."""
     order = np.full((len(graph.tasks), 4), -1, dtype=np.int32)
     groups: dict[tuple[int, int, int], list[int]] = {}
     for i, t in enumerate(graph.tasks):
@@ -84,15 +84,21 @@ def add_order(graph) -> tuple[np.ndarray, int, int]:
                 raise MegakernelError(f"adders into {graph.buffers[buf].name} overlap in rows [{lo}, {hi}) and "
                                       f"[{other_lo}, {other_hi}): the runtime sums only identical row ranges")
         spans[buf].append((lo, hi))
-    counter, scratch = 0, 0
-    for (_, lo, hi), members in groups.items():
-        if len(members) == 1:
-            continue  # a lone adder adds in place
+    shared = [(key, members) for key, members in groups.items() if len(members) > 1]  # a lone adder adds in place
+    lengths = {graph.buffers[buf].numel for (buf, _, _), _ in shared}
+    if len(lengths) > 1:
+        raise MegakernelError(f"summed buffers of different lengths {sorted(lengths)}: the runtime has one row length")
+    row = lengths.pop() if lengths else 1
+    base: dict[int, int] = {}
+    for (buf, _, _), members in shared:
+        base[buf] = max(base.get(buf, 0), len(members))
+    offset, start = 0, {}
+    for buf, rows in base.items():
+        start[buf], offset = offset, offset + rows * row
+    for counter, ((buf, _, _), members) in enumerate(shared):
         for rank, task in enumerate(members):
-            order[task] = (counter, rank, len(members), scratch)
-        counter += 1
-        scratch += len(members) * (hi - lo)
-    return order, counter, scratch
+            order[task] = (counter, rank, len(members), start[buf] + rank * row)
+    return order, len(shared), offset, row
 
 
 def _check_graph(graph, n_sm):
@@ -106,7 +112,7 @@ def _check_graph(graph, n_sm):
         if t.kind == Kind.ATTN_CHUNK and t.tile[1] - t.tile[0] > MAX_ATTN_CHUNK:
             raise MegakernelError(f"{t.name} spans {t.tile[1] - t.tile[0]} positions, the kernel at most {MAX_ATTN_CHUNK}")
         if t.kind == Kind.ATTN_MERGE_UV and t.args[0] > MAX_MERGE_CHUNKS:
-            raise MegakernelError(f"{t.name} merges {t.args[0]} chunks, the runtime's shared memory holds "
+            raise MegakernelError(f"{t.name} merges {t.args[0]} chunks, the merge task holds at most "
                                   f"{MAX_MERGE_CHUNKS}: use longer attention chunks")
 
 
@@ -133,7 +139,7 @@ class Megakernel:
         self.buffer_ptrs = torch.tensor([t.data_ptr() for t in self.buffers], dtype=torch.int64, device=self.device)
         self.weight_ptrs = torch.tensor([t.data_ptr() for t in self.weights] or [0], dtype=torch.int64,
                                         device=self.device)
-        order, n_groups, n_scratch = add_order(self.graph)
+        order, n_groups, n_scratch, self.partial_row = add_order(self.graph)
         self.add_order = torch.from_numpy(order).to(self.device)
         self.counters = torch.zeros(len(self.graph.events), dtype=torch.int32, device=self.device)
         self.arrivals = torch.zeros(max(1, n_groups), dtype=torch.int32, device=self.device)
@@ -155,7 +161,7 @@ class Megakernel:
 
     def _load(self, lib):
         handle = (lib or library.load()).lib
-        handle.fd_megakernel_launch.argtypes = [P, I, P, P, P, P, P, P, P, P, I, I, D, P]
+        handle.fd_megakernel_launch.argtypes = [P, I, P, P, P, P, P, P, P, I, P, I, I, D, P]
         handle.fd_megakernel_launch.restype = I
         handle.fd_megakernel_ticks_per_second.restype = D
         return handle
@@ -179,15 +185,15 @@ class Megakernel:
         if n_steps > c.max_steps or pos0 + n_steps > c.max_positions:
             raise MegakernelError(f"{n_steps} steps from position {pos0} exceed the graph's {c.max_steps} steps "
                                   f"/ {c.max_positions} positions")
-        for t in (self.counters, self.arrivals, self.error, self.step_ticks):
+        for t in (self.counters, self.arrivals, self.partials, self.error, self.step_ticks):
             t.zero_()
         torch.cuda.synchronize(self.device)
         started = time.perf_counter()
         code = self.lib.fd_megakernel_launch(
             self.blob.data_ptr(), len(self.graph.workers), self.buffer_ptrs.data_ptr(), self.weight_ptrs.data_ptr(),
             self.counters.data_ptr(), self.arrivals.data_ptr(), self.add_order.data_ptr(), self.partials.data_ptr(),
-            self.error.data_ptr(),
-            self.step_ticks.data_ptr(), pos0, n_steps, float(timeout_s), torch.cuda.current_stream(self.device).cuda_stream)
+            self.error.data_ptr(), self.partial_row, self.step_ticks.data_ptr(), pos0, n_steps, float(timeout_s),
+            torch.cuda.current_stream(self.device).cuda_stream)
         if code != 0:
             raise MegakernelError(f"fd_megakernel_launch: {self.lib.fd_error_string(code).decode()} ({code})")
         torch.cuda.synchronize(self.device)
@@ -296,6 +302,24 @@ def _cos(a, b):
     return float(torch.nn.functional.cosine_similarity(a.float().flatten(), b.float().flatten().to(a.device), dim=0))
 
 
+def _exact_step(model, prompt, token, forced_routes):
+    """The reference's step on an fp32 copy of the weights, from the bf16 prefill's cache (upcast) and on
+    the given experts: exact arithmetic on everything the bf16 decodes share (compare.against_exact_math)."""
+    import copy
+
+    bf16 = Reference(model, max_positions=len(prompt) + 1)
+    bf16.prefill(prompt)
+    exact = Reference(copy.deepcopy(model).float(), max_positions=len(prompt) + 1)
+    exact.ckv.copy_(bf16.ckv)
+    exact.kpe.copy_(bf16.kpe)
+    exact.pos = len(prompt)
+    logits = exact.step(token, forced_routes=forced_routes)
+    hidden = exact.hidden_states
+    del exact, bf16
+    torch.cuda.empty_cache()
+    return hidden, logits
+
+
 def _p50_ms(step_seconds):
     steady = sorted(step_seconds[2:]) or sorted(step_seconds)  # steps 0-1 include the launch's ramp-up
     return steady[len(steady) // 2] * 1e3
@@ -333,6 +357,12 @@ def measure(source: str, n_prompt: int, n_tokens: int) -> dict:
     ref_logits = ref.step(first, forced_routes=forced)
     ref_hidden, own_routes = ref.hidden_states, ref.routes
     hf_tokens, hf_logits, hf_hidden, _ = hf_decode(model, prompt, 2)
+    exact_hidden, exact_logits = _exact_step(model, prompt, first, forced)
+    out["m3_vs_exact_same_experts"] = {  # exact: fp32 arithmetic on the same weights, cache and experts
+        "megakernel": [_rel(a, b) for a, b in zip(one.hidden_states[0], exact_hidden)],
+        "reference": [_rel(a, b) for a, b in zip(ref_hidden, exact_hidden)],
+        "megakernel_logits_cos": _cos(one.logits[0], exact_logits), "reference_logits_cos": _cos(ref_logits, exact_logits),
+    }
     out["m3"] = {
         "rel_vs_reference_same_experts": [_rel(a, b) for a, b in zip(one.hidden_states[0], ref_hidden)],
         "rel_vs_hf": [_rel(a, b) for a, b in zip(one.hidden_states[0], hf_hidden[1])],
@@ -405,6 +435,9 @@ def main(argv=None) -> int:
     print(f"M3 layer 26 rel vs reference (same experts) {m3['rel_vs_reference_same_experts'][-1]:.4f}, vs HF "
           f"{m3['rel_vs_hf'][-1]:.4f}; logits cos vs HF {m3['logits_cos_vs_hf']:.5f}; token {m3['next_token']} "
           f"(HF {m3['hf_next_token']}); route differences at layers {sorted(m3['route_differences_vs_reference'])}")
+    exact = result["m3_vs_exact_same_experts"]
+    print(f"vs exact fp32 arithmetic at layer 26: megakernel {exact['megakernel'][-1]:.4f}, reference "
+          f"{exact['reference'][-1]:.4f}")
     print(f"M4 {m4['identical_prefix']}/{len(m4['tokens'])} tokens as HF greedy (HF top-2 margin there "
           f"{m4['hf_top2_margin_at_divergence']}); min cos vs HF teacher-forced {min(m4['cos_vs_hf_teacher_forced']):.5f}; "
           f"deterministic {m4['deterministic_logits']}; p50 {m4['p50_ms']:.3f} ms/token")

@@ -52,7 +52,8 @@ def weight_table(model, graph) -> list[torch.Tensor]:
     return [host[w.name] if w.name in host else params[w.name].detach() for w in graph.weights]
 
 
-def _simulator(model, graph, pos0, schedule, seed):
+def make_simulator(model, graph, pos0, schedule, seed) -> Simulator:
+    """A simulator of the encoded graph over the model's weights, with nothing written yet."""
     scale = softmax_scale(model.config)
     if not math.isclose(graph.constants.attn_scale, scale, rel_tol=1e-6):
         raise ValueError(f"graph's softmax scale {graph.constants.attn_scale} differs from the reference's {scale}")
@@ -70,7 +71,8 @@ def _fill_cache(sim, ref, n_prompt, layers):
 def simulate(hf_model, prompt_ids, n_tokens: int, workers=8, schedule="round-robin", seed=0, plan=None,
              graph=None) -> SimResult:
     """n_tokens greedy decode steps of the whole model through the simulator. A given graph (e.g. one a
-    test has broken on purpose) is run as it is; otherwise one is built from plan (default sim_plan)."""
+    test has broken on purpose) is run as it is, with its own worker lists; otherwise one is built from
+    plan (whose worker count then wins over `workers`), by default sim_plan(workers, ...)."""
     started = time.perf_counter()
     config, n_prompt = hf_model.config, len(prompt_ids)
     if graph is None:
@@ -81,7 +83,7 @@ def simulate(hf_model, prompt_ids, n_tokens: int, workers=8, schedule="round-rob
                          f"{c.max_positions} positions or its {c.max_steps} steps")
     ref = Reference(hf_model, max_positions=n_prompt + 1)
     first = int(ref.prefill(prompt_ids).argmax())
-    sim = _simulator(hf_model, graph, n_prompt, schedule, seed)
+    sim = make_simulator(hf_model, graph, n_prompt, schedule, seed)
     tokens_buf = graph.buffer_index("tokens")
     sim.memory.host_write(tokens_buf, 0, torch.tensor([first], dtype=torch.int32))
     _fill_cache(sim, ref, n_prompt, range(c.n_layers))
@@ -118,7 +120,7 @@ def simulate_layer(hf_model, prompt_ids, layer: int, workers=8, schedule="round-
     ref.step(token)
     x_in = ref.weights.embed[token].float() if layer == 0 else ref.hidden_states[layer - 1]
     graph = build_graph(hf_model.config, plan or sim_plan(workers, n_prompt + 1, 1), layers=[layer])
-    sim = _simulator(hf_model, graph, n_prompt, schedule, seed)
+    sim = make_simulator(hf_model, graph, n_prompt, schedule, seed)
     sim.memory.host_write(graph.buffer_index(f"h.{layer}"), 0, x_in)
     _fill_cache(sim, ref, n_prompt, [layer])
     sim.run(1)

@@ -16,7 +16,7 @@ from transformers.models.deepseek_v2.modeling_deepseek_v2 import apply_rotary_em
 
 from fleet_decode.graph.build import build_graph
 from fleet_decode.graph.format import Kind
-from fleet_decode.sim.decode import _simulator, sim_plan
+from fleet_decode.sim.decode import make_simulator, sim_plan
 from fleet_decode.sim.kinds import RUN, TaskContext
 
 KNOW_ALL = -1  # every bit set: a lone task is ordered after everything the host wrote
@@ -26,7 +26,7 @@ class _Case:
     """One task of one kind in a fresh simulator, with host-written operands."""
 
     def __init__(self, model, graph, kind, pos0, name_has=""):
-        self.sim = _simulator(model, graph, pos0, "round-robin", 0)
+        self.sim = make_simulator(model, graph, pos0, "round-robin", 0)
         g = self.sim.graph
         self.index = next(i for i, t in enumerate(g.tasks) if t.kind == kind and name_has in t.name)
         self.task = g.tasks[self.index]
