@@ -3,7 +3,7 @@
 // (docs/task-graph.md, graph_format.h: the same arrays the CPU simulator runs) once per step:
 //   wait   thread 0 spins on acquire loads of each input counter until it reaches
 //          TRIGGERS x (step + 1 - lag), under the watchdog; then a block barrier;
-//   run    dispatch on KIND to the glue of task_glue.h (the task functions of hip/tasks/);
+//   run    dispatch on KIND to one call of the kind's task function (hip/tasks/);
 //   signal block barrier, then thread 0 does a release add of 1 on OUT_EVENT.
 // Counters are zeroed by the host before the launch and never reset. The step chain (lm_head
 // tiles -> argmax -> tokens[s+1] -> embed of step s+1) stays on the device.
