@@ -276,9 +276,12 @@ def build(arch: str | None = None, compiler: str | None = None) -> dict:
 
 
 def check_task_kinds(hf_model, seed: int = 0) -> dict:
-    """M1: every task kernel alone at the real shapes (fleet_decode.kernels.check)."""
-    from fleet_decode.kernels.check import check_all
-    return check_all(seed=seed, device=str(next(hf_model.parameters()).device))
+    """M1: every task kernel alone at the real shapes (fleet_decode.kernels.check), as the pipeline's
+    M1 records them: per kind its numbers (flags as 0/1) and shape; names and notes are dropped."""
+    from fleet_decode.kernels import check
+
+    results = check.check_all(seed=seed, device=str(next(hf_model.parameters()).device))
+    return {kind: {k: v for k, v in r.items() if k == "shape" or not isinstance(v, str)} for kind, r in results.items()}
 
 
 def simulate_layer(hf_model, prompt_ids, layer: int, workers=None, schedule=None, seed=0, plan=None):
