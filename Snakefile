@@ -1,0 +1,27 @@
+"""fleet-decode workflow: deploy to each target host, run milestones M0-M4 and the benchmark there,
+fetch the evidence, render the report. Staleness is by content hash (rules/common.smk).
+
+  snakemake report                 # everything for the config's targets, then results/REPORT.md
+  snakemake -n                     # what would rerun, and why (see .work/triggers/)
+  snakemake --config targets='[h200]' report
+  snakemake --report report.html   # Snakemake's own report, with captions
+"""
+
+configfile: "config/config.yaml"
+
+
+include: "rules/common.smk"
+include: "rules/deploy.smk"
+include: "rules/m0.smk"
+include: "rules/m1.smk"
+include: "rules/m2.smk"
+include: "rules/m3.smk"
+include: "rules/m4.smk"
+include: "rules/bench.smk"
+include: "rules/report.smk"
+
+
+rule all:
+    input:
+        rules.report.output,
+    default_target: True

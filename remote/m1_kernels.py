@@ -1,0 +1,24 @@
+"""M1 kernels: every task kind alone vs a torch reference at the model's shapes (max abs/rel error;
+on a GPU host also time and bandwidth per kernel, from fleet_decode.kernels.check).
+
+  PYTHONPATH=src python3 remote/m1_kernels.py --host cpu --params '{"backend": "sim", "model": "tiny", "gates": {"rel_err_max": 1e-4}}' --out /tmp/kernels.json
+"""
+from fleet_decode.pipeline import backends
+from fleet_decode.pipeline.evidence import Milestone, milestone_args
+
+args = milestone_args(__doc__).parse_args()
+with Milestone("m1", "M1", "m1/kernels.json", args) as m:
+    backend = backends.get(m.params)
+    # The GPU check builds its inputs at the real config's shapes itself; only the simulator's
+    # check reads a model's weights.
+    model = m.load_model() if backend.name == "sim" else None
+    kinds = backend.check_task_kinds(model)
+    m.metrics["backend"] = backend.name
+    m.metrics["kernels"] = kinds
+    m.gate("task_kinds_checked", len(kinds), ">", 0)
+    for kind, r in kinds.items():
+        # The GPU check knows each kind's tolerance (bf16 or fp32 activations); the simulator's
+        # fp32 results are held to the config's bound.
+        m.gate(f"{kind}.max_rel", float(r["max_rel"]), "<=", r.get("tol", m.params["gates"]["rel_err_max"]))
+        if "passed" in r:  # also: every output written, and the kind's own extra checks
+            m.gate(f"{kind}.passed", r["passed"], "==", True)

@@ -1,0 +1,95 @@
+# Helpers shared by the rules: config validation, declared sources and content-hash triggers.
+#
+# Snakemake decides by mtimes, which a fresh clone scrambles and `touch` changes. So every real
+# source is an ancient() input (its mtime never triggers anything) and each evidence file gets one
+# trigger file, rewritten here at parse time: mtime 0 while the evidence's recorded source hashes
+# and host settings match the tree, mtime "now" (so the job reruns) when they do not. Fresh
+# evidence gets back the mtime of when it was made (its envelope's finished_at), so the chain
+# m0_host -> m0_build -> m1 -> m2 -> m3 -> m4 -> bench -> report orders by content, not by checkout:
+# a rerun upstream still reruns what follows it. The profile (profiles/default) restricts
+# --rerun-triggers to mtime, so only this decides.
+import datetime
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(workflow.basedir)
+sys.path.insert(0, str(ROOT / "src"))  # fleet_decode may be importable only from this tree
+
+from fleet_decode.pipeline import config as pipeline_config
+from fleet_decode.pipeline.audit import evidence_state
+from fleet_decode.pipeline.evidence import InvalidEvidence, read_evidence
+from fleet_decode.pipeline.sources import EVIDENCE, changed_sources, declared_files, hash_sources
+from fleet_decode.pipeline.run import deploy, run_rule
+
+try:
+    pipeline_config.validate(config, ROOT / "config" / "config.schema.yaml")
+except pipeline_config.ConfigError as error:
+    raise WorkflowError(str(error)) from None
+
+TARGETS = config["targets"]
+REPORT_STAMP = "results/report.json"
+
+wildcard_constraints:
+    host="|".join(map(re.escape, config["hosts"])),
+    layer="[01]",
+
+
+def rule_sources(rule_name):
+    return ancient([str(ROOT / p) for p in declared_files(ROOT, rule_name)])
+
+
+def evidence(rel):
+    return f"results/{{host}}/{rel}"
+
+
+def trigger(rel):
+    return f".work/triggers/{{host}}/{rel}.trigger"
+
+
+def _set_mtime(path, stamp):
+    os.utime(path, (stamp, stamp))
+
+
+def _made_at(doc):
+    return datetime.datetime.fromisoformat(doc["finished_at"]).timestamp()
+
+
+def _write_trigger(path, reasons):
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{r}\n" for r in reasons) or "fresh\n")
+    _set_mtime(path, time.time() if reasons else 0)
+
+
+def _refresh_triggers():
+    hashes = {}
+    for host in TARGETS:
+        _write_trigger(f".work/triggers/{host}/deploy.trigger", ["deploy on request"])
+        params = pipeline_config.host_params(config["hosts"][host])
+        for rels in EVIDENCE.values():
+            for rel in rels:
+                state = evidence_state(f"results/{host}/{rel}", ROOT, params, hashes)
+                fresh = state.state == "fresh"
+                _write_trigger(f".work/triggers/{host}/{rel}.trigger", [] if fresh else state.reasons)
+                if fresh:
+                    _set_mtime(state.path, _made_at(state.doc))
+    try:
+        stamp = read_evidence(REPORT_STAMP)
+        reasons = changed_sources(stamp["sources"], hash_sources(ROOT, "report"))
+    except InvalidEvidence as error:
+        reasons = [str(error)]
+    _write_trigger(".work/triggers/report.trigger", reasons)
+    report_outputs = [Path(p) for p in (REPORT_STAMP, "results/REPORT.md", "results/report.html")]
+    if not reasons and all(p.exists() for p in report_outputs):
+        for path in report_outputs:
+            _set_mtime(path, _made_at(stamp))
+
+
+_refresh_triggers()
+
+
+def run_on_host(wildcards, rule_name, output_path, rel, *extra):
+    run_rule(config, wildcards.host, rule_name, output_path, rel, ROOT, extra)

@@ -1,0 +1,11 @@
+# M4: greedy decode after HF prefill of the fixed prompt vs HF greedy.
+rule m4:
+    input:
+        sources=rule_sources("m4"),
+        trigger=trigger("m4/e2e.json"),
+        after=evidence("m3/layers.json"),
+    output:
+        report(evidence("m4/e2e.json"), caption="../report_templates/captions/m4.rst",
+               category="M4 e2e", subcategory="{host}"),
+    run:
+        run_on_host(wildcards, "m4", output[0], "m4/e2e.json")

@@ -1,0 +1,15 @@
+# The report over every host's evidence (targets as inputs; other hosts' committed evidence shown too).
+rule report:
+    input:
+        evidence=[f"results/{host}/{rel}" for host in TARGETS for rels in EVIDENCE.values() for rel in rels],
+        sources=rule_sources("report"),
+        trigger=".work/triggers/report.trigger",
+    output:
+        md="results/REPORT.md",
+        html=report("results/report.html", caption="../report_templates/captions/report.rst",
+                    category="Report"),
+        stamp=REPORT_STAMP,
+    run:
+        from fleet_decode.report import render
+
+        render(ROOT, Path("results"), output.md, output.html, output.stamp)

@@ -1,0 +1,1 @@
+"""The workflow's machinery: config, declared sources, deploy, transports, evidence envelopes, audit."""

@@ -1,0 +1,86 @@
+"""Fresh, stale or invalid: what each evidence file under results/ is worth against the current tree.
+
+fresh   - a valid sealed envelope whose recorded source hashes (and host settings) match now;
+stale   - valid, but a declared source (named) or a host setting changed since it was made;
+invalid - unreadable, not an envelope, or checksum mismatch (edited by hand).
+"""
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fleet_decode.pipeline.config import ConfigError, host_params, load
+from fleet_decode.pipeline.evidence import InvalidEvidence, read_evidence, stale_reasons
+from fleet_decode.pipeline.sources import RULE_SOURCES, hash_sources
+
+
+@dataclass
+class State:
+    path: Path
+    state: str  # fresh | stale | invalid | missing
+    reasons: list = field(default_factory=list)
+    doc: dict | None = None
+
+
+def evidence_state(path, root, params: dict | None = None, _hashes: dict | None = None) -> State:
+    """`params`: the host's current settings (None skips that comparison). `_hashes` caches
+    hash_sources per rule across many files."""
+    path = Path(path)
+    if not path.exists():
+        return State(path, "missing", ["no evidence yet"])
+    try:
+        doc = read_evidence(path)
+    except InvalidEvidence as e:
+        return State(path, "invalid", [str(e)])
+    if doc["rule"] not in RULE_SOURCES:
+        return State(path, "invalid", [f"{path}: unknown rule {doc['rule']!r}"], doc)
+    if _hashes is None:
+        _hashes = {}
+    if doc["rule"] not in _hashes:
+        _hashes[doc["rule"]] = hash_sources(root, doc["rule"])
+    reasons = stale_reasons(doc, _hashes[doc["rule"]], params)
+    return State(path, "stale" if reasons else "fresh", reasons, doc)
+
+
+def evidence_files(results) -> list[Path]:
+    """Every evidence JSON under results/<host>/ (sidecars and the report's own stamp excluded)."""
+    return sorted(p for p in Path(results).glob("*/**/*.json") if not p.name.startswith("."))
+
+
+def audit(root=".", results="results", config_path="config/config.yaml") -> list[State]:
+    root = Path(root)
+    try:
+        hosts = load(root / config_path)["hosts"]
+    except (ConfigError, OSError):
+        hosts = {}
+    hashes, states = {}, []
+    for path in evidence_files(root / results):
+        host = path.relative_to(root / results).parts[0]
+        params = host_params(hosts[host]) if host in hosts else None
+        states.append(evidence_state(path, root, params, hashes))
+    return states
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    from rich.console import Console
+
+    parser = argparse.ArgumentParser(prog="fleet-decode audit", description=__doc__.splitlines()[0])
+    parser.add_argument("--root", default=".", help="repository root (default: .)")
+    parser.add_argument("--results", default="results")
+    parser.add_argument("--json", action="store_true", help="print machine-readable states")
+    args = parser.parse_args(argv)
+    states = audit(args.root, args.results)
+    root = Path(args.root)
+    if args.json:
+        print(json.dumps([{"path": str(s.path.relative_to(root)), "state": s.state,
+                           "reasons": s.reasons} for s in states], indent=1))
+    else:
+        console = Console(highlight=False)
+        style = {"fresh": "green", "stale": "yellow", "invalid": "bold red"}
+        for s in states:
+            why = f"  ({'; '.join(s.reasons)})" if s.reasons else ""
+            console.print(f"[{style[s.state]}]{s.state:8}[/] {s.path.relative_to(root)}{why}")
+        counts = {k: sum(s.state == k for s in states) for k in style}
+        console.print(f"{len(states)} evidence files: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+    return 1 if any(s.state == "invalid" for s in states) else 0

@@ -1,0 +1,66 @@
+"""The body of every host rule: deploy the tree (if that exact tree is not there yet), run the
+rule's remote/ entry point detached on the host, wait while streaming its log, and fetch the
+evidence checked against the sha256 the host wrote. Nothing reaches results/ unless all of it
+succeeded."""
+import datetime
+import json
+import secrets
+
+from rich.console import Console
+
+from fleet_decode.pipeline.config import host_params
+from fleet_decode.pipeline.deploy import ensure_deployed, resolve_workdir, snapshot
+from fleet_decode.pipeline.transport import open_transport, q
+
+SCRIPTS = {
+    "m0_host": "remote/m0_host.py", "m0_build": "remote/m0_build.py", "m1": "remote/m1_kernels.py",
+    "m2": "remote/m2_layer.py", "m3": "remote/m3_layers.py", "m4": "remote/m4_e2e.py",
+    "bench": "remote/bench.py",
+}
+
+
+def _deploy_on(transport, host: dict, snap) -> tuple[str, str]:
+    """(work dir, deployed tree dir) on the host, deploying `snap` if it is not there yet."""
+    workdir = resolve_workdir(transport, host["workdir"])
+    return workdir, ensure_deployed(transport, snap, workdir, host["python"])
+
+
+def deploy(config: dict, host_name: str, repo) -> dict:
+    host = config["hosts"][host_name]
+    snap = snapshot(repo, config.get("allow_dirty", False))  # a dirty tree fails before connecting
+    with open_transport(host_name, host, config.get("ssh_config")) as transport:
+        _, tree = _deploy_on(transport, host, snap)
+    return {"host": host_name, "tree_dir": tree, "commit": snap.commit, "dirty": snap.dirty,
+            "diff_sha256": snap.diff_sha256}
+
+
+def run_rule(config: dict, host_name: str, rule: str, output: str, evidence: str, repo,
+             extra_args: tuple = ()) -> None:
+    host = config["hosts"][host_name]
+    console = Console(stderr=True, highlight=False)
+    snap = snapshot(repo, config.get("allow_dirty", False))
+    with open_transport(host_name, host, config.get("ssh_config")) as transport:
+        workdir, tree = _deploy_on(transport, host, snap)
+        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
+        run_dir = f"{workdir}/runs/{rule}-{stamp}-{secrets.token_hex(3)}"
+        remote_out = f"{run_dir}/out/{evidence}"
+        env = dict(host.get("env", {}))
+        # The deployed src first, then the config's extra paths, then whatever the host already had
+        # (a GPU host may carry its Python packages on PYTHONPATH).
+        pythonpath = q(":".join(["src", *filter(None, [env.pop("PYTHONPATH", None)])]))
+        argv = [host["python"], SCRIPTS[rule], "--host", host_name,
+                "--params", json.dumps(host_params(host), sort_keys=True), "--out", remote_out,
+                *map(str, extra_args)]
+        command = (f'cd {q(tree)} && PYTHONPATH={pythonpath}"${{PYTHONPATH:+:$PYTHONPATH}}" env '
+                   + " ".join(q(f"{k}={v}") for k, v in env.items()) + " " + " ".join(map(q, argv)))
+        label = f"{host_name} {rule} {evidence}"
+        console.print(f"[bold]{label}[/bold]: running on {host_name} in {run_dir}", markup=True)
+
+        def show(text):
+            for line in text.splitlines():
+                console.print(f"  [{label}] {line}", markup=False)
+
+        transport.start(run_dir, command)
+        transport.wait(run_dir, f"{rule} ({evidence})", timeout_s=host["timeout_s"], on_log=show)
+        transport.fetch_verified(remote_out, output)
+

@@ -1,0 +1,246 @@
+"""How the laptop drives a host: run a shell command, copy files both ways, and run long commands
+detached (nohup + setsid, with a log and an exit-code file) so that a dropped SSH connection does
+not kill them; the waiting side polls, streams the log, re-attaches after a drop, and on failure
+raises with the log's tail. `local` runs the same shell protocol on this machine, so both paths
+share every step but the wire.
+"""
+import hashlib
+import os
+import shlex
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+q = shlex.quote
+CONNECT_TIMEOUT_S = 10
+REATTACH_WINDOW_S = 60
+
+
+class TransportError(RuntimeError):
+    pass
+
+
+class ConnectionLost(TransportError):
+    """The connection dropped or could not be opened; a wait may re-attach after it."""
+
+
+@dataclass
+class Result:
+    rc: int
+    stdout: str
+    stderr: str
+
+
+class Transport:
+    name: str
+
+    def sh(self, command: str, timeout: float | None = 120) -> Result:
+        raise NotImplementedError
+
+    def put(self, local, remote: str):
+        raise NotImplementedError
+
+    def get(self, remote: str, local):
+        raise NotImplementedError
+
+    def reconnect(self):
+        pass
+
+    def close(self):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def check(self, command: str, what: str, timeout: float | None = 120) -> str:
+        r = self.sh(command, timeout)
+        if r.rc != 0:
+            detail = (r.stderr or r.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise TransportError(f"{self.name}: {what} failed (exit {r.rc}): {detail[0]}")
+        return r.stdout
+
+    # Detached runs. A run directory holds `command.sh`, `log`, and `exitcode` once it ended.
+    def start(self, run_dir: str, command: str):
+        wrapper = (f"( {command} ) > {q(run_dir)}/log 2>&1; echo $? > {q(run_dir)}/exitcode.tmp; "
+                   f"mv {q(run_dir)}/exitcode.tmp {q(run_dir)}/exitcode")
+        self.check(f"mkdir -p {q(run_dir)} && printf '%s\\n' {q(wrapper)} > {q(run_dir)}/command.sh && "
+                   f"{{ nohup setsid sh {q(run_dir)}/command.sh > /dev/null 2>&1 < /dev/null & }}",
+                   f"starting {run_dir}")
+
+    def wait(self, run_dir: str, what: str, timeout_s: float, poll_s: float = 0.5, on_log=None,
+             reattach_s: float = REATTACH_WINDOW_S) -> None:
+        """Blocks until the run ends; raises TransportError with the log's tail if it failed."""
+        deadline, offset, lost_since = time.monotonic() + timeout_s, 0, None
+        log, exitcode = f"{q(run_dir)}/log", f"{q(run_dir)}/exitcode"
+        while True:
+            # One round trip: "<log size> [<exit code>]", then the log's bytes since the last poll.
+            probe = (f'size=$(wc -c < {log} 2>/dev/null || echo 0); '
+                     f'echo "$size $(cat {exitcode} 2>/dev/null)"; '
+                     f'tail -c +{offset + 1} {log} 2>/dev/null | head -c $((size - {offset}))')
+            try:
+                status = self.sh(probe, timeout=30)
+                header, _, chunk = status.stdout.partition("\n")
+                if status.rc != 0 or not header.split():
+                    raise TransportError(f"{self.name}: cannot read {run_dir}: {status.stderr.strip()}")
+                size, *code = header.split()
+                size, code = int(size), "".join(code)
+                if on_log is not None and chunk:
+                    on_log(chunk)
+                offset = max(offset, size)
+                lost_since = None
+            except ConnectionLost as e:
+                lost_since = lost_since or time.monotonic()
+                if time.monotonic() - lost_since > reattach_s:
+                    raise TransportError(f"{self.name}: connection lost during {what} and not "
+                                         f"re-attached within {reattach_s:g} s ({e}); the run "
+                                         f"may still be going on the host in {run_dir}") from None
+                time.sleep(min(1.0, reattach_s / 2))
+                self._try_reconnect()
+                continue
+            if code:
+                rc = int(code)
+                if rc != 0:
+                    tail = self.sh(f"tail -n 20 {q(run_dir)}/log").stdout.rstrip()
+                    raise TransportError(f"{self.name}: {what} failed on the host (exit {rc}); "
+                                         f"last lines of {run_dir}/log:\n{tail}")
+                return
+            if time.monotonic() > deadline:
+                raise TransportError(f"{self.name}: {what} still running after {timeout_s} s "
+                                     f"(log: {run_dir}/log)")
+            time.sleep(poll_s)
+
+    def _try_reconnect(self):
+        try:
+            self.reconnect()
+        except ConnectionLost:
+            pass
+
+    def fetch_verified(self, remote: str, local) -> None:
+        """Copies `remote` to `local` only if its bytes match the `<remote>.sha256` the host wrote."""
+        local = Path(local)
+        local.parent.mkdir(parents=True, exist_ok=True)
+        partial = local.with_name(f".{local.name}.fetching")
+        try:
+            expected = self.check(f"cat {q(remote + '.sha256')}", f"reading {remote}.sha256").split()
+            self.get(remote, partial)
+            actual = hashlib.sha256(partial.read_bytes()).hexdigest()
+            if not expected or expected[0] != actual:
+                raise TransportError(f"{self.name}: sha256 mismatch for fetched {remote}: the host "
+                                     f"wrote {expected[0] if expected else 'nothing'}, got {actual}; "
+                                     "refused")
+            os.replace(partial, local)
+        finally:
+            partial.unlink(missing_ok=True)
+
+
+class LocalTransport(Transport):
+    def __init__(self, name: str):
+        self.name = name
+
+    def sh(self, command, timeout=120):
+        try:
+            r = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise TransportError(f"{self.name}: command timed out after {timeout} s: {command[:80]}")
+        return Result(r.returncode, r.stdout, r.stderr)
+
+    def put(self, local, remote):
+        Path(remote).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(local, remote)
+
+    def get(self, remote, local):
+        shutil.copyfile(remote, local)
+
+
+class SshTransport(Transport):
+    """Fabric through an ssh_config Host alias. Host keys are checked against the known_hosts files
+    (~/.ssh/known_hosts and the alias's UserKnownHostsFile); an unknown key is refused unless
+    `trust_on_first_use`, which records it in the first of those files."""
+
+    def __init__(self, name: str, alias: str, ssh_config: str | None = None,
+                 trust_on_first_use: bool = False):
+        self.name, self.alias, self.ssh_config, self.tofu = name, alias, ssh_config, trust_on_first_use
+        self.connection = None
+        self.reconnect()
+
+    def _known_hosts(self, host_config) -> list[Path]:
+        listed = host_config.get("userknownhostsfile", "~/.ssh/known_hosts")
+        return [Path(os.path.expanduser(p)) for p in listed.split()]
+
+    def reconnect(self):
+        import fabric
+        import paramiko
+
+        self.close()
+        path = os.path.expanduser(self.ssh_config or "~/.ssh/config")
+        config = fabric.Config(runtime_ssh_path=path if os.path.exists(path) else None)
+        connection = fabric.Connection(self.alias, config=config, connect_timeout=CONNECT_TIMEOUT_S)
+        known = self._known_hosts(connection.ssh_config)
+        for file in known:
+            if file.exists():
+                connection.client.load_host_keys(str(file))
+        connection.client.set_missing_host_key_policy(
+            paramiko.AutoAddPolicy() if self.tofu else paramiko.RejectPolicy())
+        where = f"{connection.host}:{connection.port}"
+        try:
+            connection.open()
+        except paramiko.BadHostKeyException as e:
+            raise TransportError(f"{self.name}: host key of {where} does NOT match known_hosts "
+                                 f"({e}); refusing to connect") from None
+        except paramiko.SSHException as e:
+            if "not found in known_hosts" in str(e):
+                raise TransportError(
+                    f"{self.name}: unknown host key for {where} (alias {self.alias!r}) is not in "
+                    f"{', '.join(map(str, known))}; refusing to connect (add it with ssh-keyscan, "
+                    "or set trust_on_first_use: true for this host)") from None
+            raise ConnectionLost(f"{self.name}: SSH to {self.alias!r} ({where}) failed: {e}") from None
+        except (OSError, EOFError) as e:
+            raise ConnectionLost(f"{self.name}: cannot reach {self.alias!r} ({where}): "
+                                 f"{e.strerror or e or type(e).__name__}") from None
+        if self.tofu:
+            known[0].parent.mkdir(parents=True, exist_ok=True)
+            connection.client.save_host_keys(str(known[0]))
+        self.connection = connection
+
+    def _alive(self):
+        transport = self.connection and self.connection.client.get_transport()
+        if transport is None or not transport.is_active():
+            raise ConnectionLost(f"{self.name}: SSH connection to {self.alias!r} is closed")
+
+    def sh(self, command, timeout=120):
+        import paramiko
+        self._alive()
+        try:
+            r = self.connection.run(command, hide=True, warn=True, in_stream=False, timeout=timeout)
+        except (paramiko.SSHException, OSError, EOFError) as e:
+            raise ConnectionLost(f"{self.name}: SSH connection to {self.alias!r} dropped: {e}") from None
+        if r.exited in (None, -1):  # the channel closed before the command's exit status came
+            raise ConnectionLost(f"{self.name}: SSH connection to {self.alias!r} dropped mid-command")
+        return Result(r.exited, r.stdout, r.stderr)
+
+    def put(self, local, remote):
+        self._alive()
+        self.connection.put(str(local), remote)
+
+    def get(self, remote, local):
+        self._alive()
+        self.connection.get(remote, str(local))
+
+    def close(self):
+        if self.connection is not None:
+            self.connection.close()
+            self.connection = None
+
+
+def open_transport(name: str, host: dict, ssh_config: str | None = None) -> Transport:
+    if host["transport"] == "local":
+        return LocalTransport(name)
+    try:
+        return SshTransport(name, host["ssh_alias"], ssh_config, host.get("trust_on_first_use", False))
+    except ConnectionLost as e:
+        raise TransportError(str(e)) from None

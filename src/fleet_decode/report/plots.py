@@ -1,0 +1,99 @@
+"""The report's figures (matplotlib, rendered to SVG and base64-encoded so report.html stands alone).
+Each takes the evidence docs per host ({host: {"bench/bench.json": doc, ...}}) and returns None when
+no host has the data."""
+import base64
+import io
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+
+def _svg(fig) -> str:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="svg", bbox_inches="tight")
+    plt.close(fig)
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def _bench_at_headline(docs):
+    """{host: (metrics, {contender: its entry at the headline prompt length})} for measured ones."""
+    out = {}
+    for host, files in docs.items():
+        metrics = files.get("bench/bench.json", {}).get("metrics", {})
+        if "bench" not in metrics:
+            continue
+        length = str(metrics["prompt_length"])
+        entries = {name: record["lengths"][length] for name, record in metrics["bench"]["contenders"].items()
+                   if "p50_ms" in record.get("lengths", {}).get(length, {})}
+        out[host] = (metrics, entries)
+    return out
+
+
+def token_latency(docs):
+    benches = _bench_at_headline(docs)
+    if not benches:
+        return None
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    for host, (metrics, entries) in benches.items():
+        for name, entry in entries.items():
+            first_run = entry["step_ms"][0]
+            ax.plot(range(len(first_run)), first_run, marker="o", label=f"{host} {name}")
+    ax.set(xlabel="decode step (first run)", ylabel="ms per token", title="Per-token latency")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.legend(fontsize=8)
+    return _svg(fig)
+
+
+def layer_error(docs):
+    errors = {host: files["m3/layers.json"]["metrics"]["layer_rel_err"] for host, files in docs.items()
+              if "layer_rel_err" in files.get("m3/layers.json", {}).get("metrics", {})}
+    if not errors:
+        return None
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    for host, values in errors.items():
+        ax.semilogy(range(len(values)), [max(v, 1e-12) for v in values], marker="o", label=host)
+    ax.set(xlabel="layer", ylabel="relative error of hidden state", title="M3 per-layer error vs HF eager")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.legend(fontsize=8)
+    return _svg(fig)
+
+
+def bandwidth(docs):
+    benches = _bench_at_headline(docs)
+    if not benches:
+        return None
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    hosts = list(benches)
+    achieved = [benches[h][0]["achieved_tb_s"] * 1e3 for h in hosts]
+    copy = [benches[h][0]["copy_bandwidth_bytes_per_s"] / 1e9 for h in hosts]
+    x = range(len(hosts))
+    ax.bar([i - 0.2 for i in x], achieved, width=0.4, label="achieved (bytes per token / p50)")
+    ax.bar([i + 0.2 for i in x], copy, width=0.4, label="measured copy bandwidth (the floor)")
+    ax.set_xticks(list(x), [f"{h}\n({benches[h][0]['timed']})" for h in hosts])
+    ax.set(ylabel="GB/s", title="Bandwidth vs floor")
+    ax.legend(fontsize=8)
+    return _svg(fig)
+
+
+def baselines(docs):
+    benches = _bench_at_headline(docs)
+    if not benches:
+        return None
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    labels, values = [], []
+    for host, (_, entries) in benches.items():
+        for name, entry in entries.items():
+            labels.append(f"{host}\n{name}")
+            values.append(entry["p50_ms"])
+    ax.bar(labels, values)
+    ax.set(ylabel="ms per token (p50, steps >= 2)", title="Contenders")
+    return _svg(fig)
+
+
+def figures(docs) -> dict:
+    figures = {"Per-token latency": token_latency(docs), "Per-layer error (M3)": layer_error(docs),
+               "Bandwidth vs floor": bandwidth(docs), "Baselines": baselines(docs)}
+    return {title: svg for title, svg in figures.items() if svg is not None}

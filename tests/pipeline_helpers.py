@@ -1,0 +1,162 @@
+"""Shared by the pipeline tests: a real sshd on 127.0.0.1 with throwaway keys and an ssh_config
+alias file, and a throwaway git repository holding the current tree with a small test config."""
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(cmd, cwd=None, check=True, **kw):
+    r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, **kw)
+    if check and r.returncode != 0:
+        raise AssertionError(f"{cmd} failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+    return r
+
+
+class Sshd:
+    """sshd -D on a free port; aliases: `fleet-test` (known key), `fleet-unknown` (key not in its
+    known_hosts), `fleet-closed` (nothing listens)."""
+
+    def __init__(self, tmp: Path):
+        self.dir = tmp
+        self.port = free_port()
+        for name in ("host_key", "user_key"):
+            run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp / name)])
+        shutil.copy(tmp / "user_key.pub", tmp / "authorized_keys")
+        (tmp / "sshd_config").write_text(f"""Port {self.port}
+ListenAddress 127.0.0.1
+HostKey {tmp}/host_key
+AuthorizedKeysFile {tmp}/authorized_keys
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PubkeyAuthentication yes
+StrictModes no
+UsePAM no
+PidFile {tmp}/sshd.pid
+Subsystem sftp internal-sftp
+""")
+        key_type, key = (tmp / "host_key.pub").read_text().split()[:2]
+        (tmp / "known_hosts").write_text(f"[127.0.0.1]:{self.port} {key_type} {key}\n")
+        self.unknown_known_hosts = tmp / "unknown_known_hosts"
+        self.unknown_known_hosts.write_text("")
+        user = os.environ.get("USER") or "root"
+        common = f"  User {user}\n  IdentityFile {tmp}/user_key\n  IdentitiesOnly yes\n"
+        self.ssh_config = tmp / "ssh_config"
+        self.ssh_config.write_text(
+            f"Host fleet-test\n  HostName 127.0.0.1\n  Port {self.port}\n{common}"
+            f"  UserKnownHostsFile {tmp}/known_hosts\n"
+            f"Host fleet-unknown\n  HostName 127.0.0.1\n  Port {self.port}\n{common}"
+            f"  UserKnownHostsFile {self.unknown_known_hosts}\n"
+            f"Host fleet-closed\n  HostName 127.0.0.1\n  Port {free_port()}\n{common}"
+            f"  UserKnownHostsFile {tmp}/known_hosts\n")
+        Path("/run/sshd").mkdir(parents=True, exist_ok=True)
+        self.log = open(tmp / "sshd.log", "w")
+        self.process = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(tmp / "sshd_config")],
+                                        stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"sshd exited: {(tmp / 'sshd.log').read_text()}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("sshd did not start listening")
+
+    def stop(self):
+        self.process.terminate()
+        self.process.wait(timeout=10)
+        self.log.close()
+
+
+def host_entry(**overrides) -> dict:
+    """A small, fast host running the CPU simulator on the tiny model."""
+    entry = {"transport": "local", "backend": "sim", "model": "tiny", "workdir": ".work/hosts/cpu",
+             "python": sys.executable, "prompt_tokens": 16, "decode_tokens": 3, "workers": 2,
+             "bench_runs": 1}
+    entry.update(overrides)
+    return entry
+
+
+def make_repo(path: Path, hosts: dict, targets: list, probe_kernel=True, ssh_config=None) -> Path:
+    """A git repo holding the current tree (tracked and untracked-but-not-ignored files), with
+    config/config.yaml replaced by a test config, committed."""
+    listed = run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO).stdout.split("\0")
+    for rel in filter(None, listed):
+        src = REPO / rel
+        if src.is_file() and not rel.startswith("results/"):
+            (path / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, path / rel)
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    config["hosts"].update(hosts)
+    config["targets"] = targets
+    if ssh_config:
+        config["ssh_config"] = str(ssh_config)
+    (path / "config" / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    if probe_kernel and not any((path / "hip" / "tasks").glob("*")):
+        # The staleness tests edit a task kernel; give them one if the kernels are not merged yet.
+        (path / "hip" / "tasks").mkdir(parents=True, exist_ok=True)
+        (path / "hip" / "tasks" / "probe_task.cu").write_text("// staleness probe\n")
+    path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "-q", "-b", "main")
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "test tree")
+    return path
+
+
+def git(path, *args):
+    return run(["git", "-c", "user.name=test", "-c", "user.email=test@example.com", *args], cwd=path)
+
+
+def snakemake(path, *args, check=True):
+    env = dict(os.environ, PYTHONPATH=str(Path(path) / "src"))
+    return run([sys.executable, "-m", "snakemake", "--cores", "1", *args], cwd=path, check=check, env=env)
+
+
+def planned_jobs(dry_run_output: str) -> dict:
+    """{rule: count} from the `Job stats` table of `snakemake -n`; {} when nothing is to be done."""
+    jobs, in_table = {}, False
+    for line in dry_run_output.splitlines():
+        fields = line.split()
+        if fields[:2] == ["job", "count"]:
+            in_table = True
+        elif in_table and len(fields) == 2 and fields[1].isdigit():
+            if fields[0] == "total":
+                break
+            jobs[fields[0]] = int(fields[1])
+    return jobs
+
+
+_built = {}
+
+
+def built_pipeline(tmp_path_factory) -> Path:
+    """One real run of the default workflow (local transport, sim backend, tiny model, small
+    prompt) in a throwaway repo whose evidence is then committed; built once per test session."""
+    if "repo" not in _built:
+        repo = make_repo(tmp_path_factory.mktemp("pipeline") / "repo", {"cpu": host_entry()}, ["cpu"])
+        snakemake(repo, "report")
+        git(repo, "add", "-A", "results")
+        git(repo, "commit", "-q", "-m", "evidence")
+        _built["repo"] = repo
+    return _built["repo"]
+
+
+def fresh_clone(repo: Path, where: Path) -> Path:
+    run(["git", "clone", "-q", str(repo), str(where)])
+    return where

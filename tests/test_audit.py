@@ -1,0 +1,61 @@
+"""`python -m fleet_decode audit`: fresh / stale (naming the changed source) / invalid (hand edit)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from pipeline_helpers import built_pipeline, fresh_clone
+
+
+pytestmark = pytest.mark.slow  # the first test of the session builds the pipeline (~1 min)
+
+
+@pytest.fixture
+def clone(tmp_path_factory, tmp_path):
+    return fresh_clone(built_pipeline(tmp_path_factory), tmp_path / "clone")
+
+
+def audit(clone):
+    result = subprocess.run([sys.executable, "-m", "fleet_decode", "audit", "--json"], cwd=clone,
+                            capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(clone / "src")))
+    return result.returncode, {s["path"]: s for s in json.loads(result.stdout)}
+
+
+def test_committed_evidence_is_fresh(clone):
+    rc, states = audit(clone)
+    assert rc == 0
+    assert len(states) == 8
+    assert {s["state"] for s in states.values()} == {"fresh"}
+
+
+def test_an_edited_source_makes_its_evidence_stale_and_says_which(clone):
+    script = clone / "remote" / "m1_kernels.py"
+    script.write_text(script.read_text() + "\n# an edit\n")
+    rc, states = audit(clone)
+    assert rc == 0
+    assert states["results/cpu/m1/kernels.json"]["state"] == "stale"
+    assert states["results/cpu/m1/kernels.json"]["reasons"] == ["remote/m1_kernels.py (changed)"]
+    assert all(s["state"] == "fresh" for p, s in states.items() if p != "results/cpu/m1/kernels.json")
+
+
+def test_a_hand_edited_evidence_file_is_invalid(clone):
+    path = clone / "results" / "cpu" / "m4" / "e2e.json"
+    doc = json.loads(path.read_text())
+    doc["gates"]["min_logits_cosine"]["value"] = 1.0 if doc["gates"]["min_logits_cosine"]["value"] != 1.0 else 0.5
+    path.write_text(json.dumps(doc, indent=1))
+    rc, states = audit(clone)
+    assert rc == 1
+    assert states["results/cpu/m4/e2e.json"]["state"] == "invalid"
+    assert "checksum" in states["results/cpu/m4/e2e.json"]["reasons"][0]
+
+
+def test_human_output_names_each_state(clone):
+    (clone / "results" / "cpu" / "m0" / "build.json").write_text("{not json")
+    result = subprocess.run([sys.executable, "-m", "fleet_decode", "audit"], cwd=clone,
+                            capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(clone / "src")))
+    assert result.returncode == 1
+    assert "invalid  results/cpu/m0/build.json" in result.stdout
+    assert "fresh    results/cpu/m1/kernels.json" in result.stdout
+    assert "8 evidence files: 7 fresh, 0 stale, 1 invalid" in result.stdout

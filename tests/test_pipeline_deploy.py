@@ -1,0 +1,94 @@
+"""Deploy by `git archive` into a content-addressed dir, and one rule run end to end over the local
+transport, including a remote failure that must leave nothing behind."""
+import json
+
+import pytest
+
+from pipeline_helpers import git, host_entry, make_repo
+
+from fleet_decode.pipeline.config import load
+from fleet_decode.pipeline.deploy import DirtyTree, ensure_deployed, snapshot
+from fleet_decode.pipeline.evidence import read_evidence
+from fleet_decode.pipeline.run import run_rule
+from fleet_decode.pipeline.transport import LocalTransport, TransportError
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    root = tmp_path_factory.mktemp("deploy") / "repo"
+    return make_repo(root, {"cpu": host_entry(workdir=str(root.parent / "host work")),
+                            "broken": host_entry(model="random:no-such-config",
+                                                 workdir=str(root.parent / "host work"))},
+                     ["cpu"], probe_kernel=False)
+
+
+def test_dirty_tree_is_refused_unless_allowed(repo):
+    readme = repo / "config" / "config.yaml"
+    original = readme.read_text()
+    readme.write_text(original + "# uncommitted\n")
+    try:
+        with pytest.raises(DirtyTree, match=r"refusing to deploy: 1 uncommitted change\(s\) .*config/config.yaml"):
+            snapshot(repo)
+        snap = snapshot(repo, allow_dirty=True)
+        assert snap.dirty and len(snap.diff_sha256) == 64
+        assert snap.key.endswith("-dirty")
+    finally:
+        readme.write_text(original)
+    (repo / "results").mkdir(exist_ok=True)
+    (repo / "results" / "new.json").write_text("{}")  # pipeline outputs are not "dirt"
+    assert not snapshot(repo).dirty
+
+
+def test_deploy_is_content_addressed_with_a_manifest_and_no_git(repo, tmp_path):
+    snap = snapshot(repo)
+    transport = LocalTransport("cpu")
+    tree = ensure_deployed(transport, snap, str(tmp_path / "work dir"), "python3")
+    manifest = json.loads((tmp_path / "work dir" / "trees" / snap.key / "DEPLOY_MANIFEST.json").read_text())
+    assert tree.endswith(snap.key)
+    assert manifest["commit"] == git(repo, "rev-parse", "HEAD").stdout.strip()
+    assert manifest["files"]["remote/m1_kernels.py"] == snap.files["remote/m1_kernels.py"]
+    assert not (tmp_path / "work dir" / "trees" / snap.key / ".git").exists()
+    (tmp_path / "work dir" / "trees" / snap.key / "marker").write_text("kept")
+    assert ensure_deployed(transport, snap, str(tmp_path / "work dir"), "python3") == tree
+    assert (tmp_path / "work dir" / "trees" / snap.key / "marker").exists()  # reused, not re-unpacked
+
+
+def test_rule_runs_on_the_host_and_fetches_verified_evidence(repo, tmp_path):
+    config = load(repo / "config" / "config.yaml")
+    out = tmp_path / "results" / "cpu" / "m0" / "host.json"
+    run_rule(config, "cpu", "m0_host", str(out), "m0/host.json", repo)
+    doc = read_evidence(out)
+    assert doc["status"] == "pass" and doc["rule"] == "m0_host"
+    assert doc["model"]["source"] == "tiny" and len(doc["model"]["config_sha256"]) == 64
+    assert doc["git"]["commit"] == git(repo, "rev-parse", "HEAD").stdout.strip()
+
+
+def test_a_failing_remote_command_shows_its_log_tail_and_leaves_nothing(repo, tmp_path):
+    config = load(repo / "config" / "config.yaml")
+    out = tmp_path / "results" / "broken" / "m0" / "host.json"
+    with pytest.raises(TransportError) as error:
+        run_rule(config, "broken", "m0_host", str(out), "m0/host.json", repo)
+    first, *tail = str(error.value).splitlines()
+    assert first.startswith("broken: m0_host (m0/host.json) failed on the host (exit 1)")
+    assert any("no-such-config" in line for line in tail)
+    assert not out.exists() and not out.parent.exists()
+
+
+def test_a_copy_without_git_deploys_from_its_manifest_or_is_refused(repo, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(repo, copy, ignore=shutil.ignore_patterns(".git"))
+    with pytest.raises(DirtyTree, match="neither a git checkout nor a copy carrying DEPLOY_MANIFEST.json"):
+        snapshot(copy)
+    (copy / "DEPLOY_MANIFEST.json").write_bytes(snapshot(repo).manifest())
+    snap = snapshot(copy)
+    assert snap.commit == git(repo, "rev-parse", "HEAD").stdout.strip() and not snap.dirty
+    assert snap.files == snapshot(repo).files
+    tree = ensure_deployed(LocalTransport("h200"), snap, str(tmp_path / "work"), "python3")
+    assert json.loads((tmp_path / "work" / "trees" / snap.key / "DEPLOY_MANIFEST.json").read_text())["commit"] == snap.commit
+    assert (tmp_path / "work" / "trees" / snap.key / "remote" / "m1_kernels.py").exists() and tree
+    (copy / "remote" / "m1_kernels.py").write_text("# edited on the GPU host\n")
+    with pytest.raises(DirtyTree, match=r"1 file\(s\) .* differ from its DEPLOY_MANIFEST.json \(first: remote/m1_kernels.py\)"):
+        snapshot(copy)
+    assert snapshot(copy, allow_dirty=True).dirty

@@ -1,0 +1,60 @@
+"""Staleness by content (issue 4, point 4), through `snakemake -n` in fresh clones of a repo whose
+committed evidence came from a real run of the default workflow."""
+from pathlib import Path
+
+import pytest
+
+from pipeline_helpers import built_pipeline, fresh_clone, planned_jobs, run, snakemake
+
+DECODER_JOBS = {"m0_build": 1, "m1": 1, "m2": 2, "m3": 1, "m4": 1, "bench": 1, "report": 1, "all": 1}
+
+
+pytestmark = pytest.mark.slow  # the first test of the session builds the pipeline (~1 min)
+
+
+@pytest.fixture
+def clone(tmp_path_factory, tmp_path):
+    return fresh_clone(built_pipeline(tmp_path_factory), tmp_path / "clone")
+
+
+def dry_run(clone: Path) -> dict:
+    result = snakemake(clone, "-n")
+    return planned_jobs(result.stdout + result.stderr)
+
+
+def test_fresh_clone_with_matching_evidence_reruns_nothing(clone):
+    output = snakemake(clone, "-n")
+    assert planned_jobs(output.stdout + output.stderr) == {}
+    assert "Nothing to be done" in output.stdout + output.stderr
+    assert not (clone / ".work" / "hosts").exists()  # no host was reached, not even this one
+    assert "mi300x" not in output.stdout + output.stderr and "h200" not in output.stdout + output.stderr
+
+
+def test_touch_without_content_change_reruns_nothing(clone):
+    tracked = run(["git", "ls-files"], cwd=clone).stdout.split()
+    run(["touch", *tracked], cwd=clone)
+    assert dry_run(clone) == {}
+
+
+def test_task_kernel_edit_reruns_m1_to_m4_and_bench_not_the_fingerprint(clone):
+    kernel = sorted((clone / "hip" / "tasks").glob("*"))[0]
+    kernel.write_text(kernel.read_text() + "\n// an edit\n")
+    jobs = dry_run(clone)
+    assert jobs == DECODER_JOBS
+    assert "m0_host" not in jobs
+    assert (clone / ".work/triggers/cpu/m1/kernels.json.trigger").read_text().startswith(
+        f"hip/tasks/{kernel.name} (changed)")
+
+
+def test_template_edit_reruns_only_the_report(clone):
+    template = clone / "report_templates" / "REPORT.md.j2"
+    template.write_text(template.read_text() + "\n")
+    assert dry_run(clone) == {"report": 1, "all": 1}
+
+
+def test_changed_host_setting_makes_that_hosts_evidence_stale(clone):
+    config = clone / "config" / "config.yaml"
+    config.write_text(config.read_text().replace("decode_tokens: 3", "decode_tokens: 4"))
+    jobs = dry_run(clone)
+    assert set(jobs) == {"m0_host", *DECODER_JOBS}
+    assert "config decode_tokens changed" in (clone / ".work/triggers/cpu/m4/e2e.json.trigger").read_text()
