@@ -32,6 +32,32 @@ typedef hipError_t fd_error_t;
 #define fd_get_error_string hipGetErrorString
 #endif
 
+// Launch helpers of the persistent runtime: a cooperative launch (refused by the driver unless
+// every block is resident at once, which spin-waiting workers need), the dynamic shared-memory
+// limit, and the watchdog's clock rate.
+#if FD_CUDA
+inline fd_error_t fd_launch_cooperative(const void* kernel, dim3 grid, dim3 block, void** args, size_t smem,
+                                        fd_stream_t stream) {
+  return cudaLaunchCooperativeKernel(kernel, grid, block, args, smem, stream);
+}
+inline fd_error_t fd_set_max_dynamic_smem(const void* kernel, int bytes) {
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+}
+// %globaltimer counts nanoseconds.
+inline double fd_wall_ticks_per_second() { return 1e9; }
+#else
+inline fd_error_t fd_launch_cooperative(const void* kernel, dim3 grid, dim3 block, void** args, size_t smem,
+                                        fd_stream_t stream) {
+  return hipLaunchCooperativeKernel(kernel, grid, block, args, static_cast<unsigned int>(smem), stream);
+}
+inline fd_error_t fd_set_max_dynamic_smem(const void* kernel, int bytes) {
+  return hipFuncSetAttribute(kernel, hipFuncAttributeMaxDynamicSharedMemorySize, bytes);
+}
+// s_memrealtime runs at a constant 100 MHz on gfx90a and gfx942 (older HIP headers, Debian's
+// among them, lack hipDeviceAttributeWallClockRate to ask).
+inline double fd_wall_ticks_per_second() { return 1e8; }
+#endif
+
 // ---------------------------------------------------------------------------------------------
 // Warp (wavefront) size as a compile-time constant: register arrays and reduction loops are sized
 // from it. nvcc has no predefined macro for it; every NVIDIA architecture has 32-lane warps.
@@ -140,6 +166,21 @@ __device__ __forceinline__ int fd_atomic_add_release(int* p, int v) {
   return __hip_atomic_fetch_add(p, v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_AGENT);
 #endif
 }
+
+// Read-modify-write that both publishes this thread's writes and sees those of the earlier adders
+// (the last of several adders to arrive sums their partials).
+__device__ __forceinline__ int fd_atomic_add_acq_rel(int* p, int v) {
+#if FD_CUDA
+  cuda::atomic_ref<int, cuda::thread_scope_device> a(*p);
+  return a.fetch_add(v, cuda::memory_order_acq_rel);
+#else
+  return __hip_atomic_fetch_add(p, v, __ATOMIC_ACQ_REL, __HIP_MEMORY_SCOPE_AGENT);
+#endif
+}
+
+// Makes this thread's earlier writes visible device-wide before a later relaxed signal, and
+// orders its later reads after an earlier acquire, for the whole block once a barrier follows.
+__device__ __forceinline__ void fd_fence_device() { __threadfence(); }
 
 // fp32 accumulation into device memory (the task graph's adding kinds). Relaxed: the adding
 // task's release signal publishes the sums. The order of the additions, and so the last bits of

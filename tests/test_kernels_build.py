@@ -56,6 +56,14 @@ def test_hip_compiles_every_kernel_without_spills(record_name, request):
     assert record["compiler_version"]
 
 
+@pytest.mark.parametrize("record_name", ["nvcc_build", "hipcc_build"])
+def test_the_persistent_runtime_compiles_with_every_task_kind(record_name, request):
+    record = request.getfixturevalue(record_name)
+    assert "fd_megakernel" in record["kernels"], sorted(record["kernels"])
+    assert "hip/runtime/megakernel.cu" in record["sources"] and "hip/runtime/graph_format.h" in record["sources"]
+    assert record["kernels"]["fd_megakernel"]["registers"] > 0
+
+
 def test_nvcc_targets_sm90a_with_ptxas_report(nvcc_build):
     flags = " ".join(nvcc_build["compile_flags"])
     assert "code=sm_90a" in flags and "-Xptxas -v" in flags and "-O3" in flags
@@ -73,6 +81,9 @@ def test_library_exports_every_launcher(nvcc_build):
     for kind in SIGNATURES:
         assert getattr(lib.lib, f"fd_launch_{kind}") is not None
     assert lib.warp_size == 32
+    for name in ("fd_megakernel_launch", "fd_megakernel_threads", "fd_megakernel_error_words"):
+        assert getattr(lib.lib, name) is not None
+    assert lib.lib.fd_megakernel_threads() % lib.warp_size == 0
     assert lib.lib.fd_error_string(-1) == b"invalid launch arguments"
 
 

@@ -44,7 +44,7 @@ def weight_table(model, graph) -> list[torch.Tensor]:
     """The tensors of the graph's weight slots: HF parameters by name, and the host-computed rope tables."""
     params = dict(model.named_parameters())
     rotary = model.model.rotary_emb
-    cos, sin = rope_table(rotary.inv_freq, float(rotary.attention_scaling), torch.arange(graph.constants.max_positions))
+    cos, sin = rope_table(rotary.inv_freq, float(rotary.attention_scaling), torch.arange(graph.constants.max_positions, device=rotary.inv_freq.device))
     host = {"rope.cos": cos, "rope.sin": sin}
     missing = [w.name for w in graph.weights if w.name not in params and w.name not in host]
     if missing:

@@ -1,0 +1,453 @@
+"""Host side of the persistent megakernel (hip/runtime/megakernel.cu): build the decode task graph,
+upload it with the HF model's own weights, fill the MLA cache from HF's prefill, and decode N tokens
+in ONE launch.
+
+    from fleet_decode.model import load_model, prompt_ids
+    from fleet_decode.kernels.megakernel import Megakernel
+    model = load_model("random:deepseek-coder-v2-lite", dtype=torch.bfloat16, device="cuda")
+    mk = Megakernel(model)
+    result = mk.decode(prompt_ids(1024), n_tokens=32)      # .tokens, .logits, .hidden_states, .step_seconds
+    out, ref = Megakernel(model, layers=[1]).run_layer(prompt_ids(1024))   # M2
+
+    python -m fleet_decode.kernels.megakernel --tokens 32 --out mk.json   # on a GPU host: checks + timings
+
+It is also the pipeline's `gpu` backend: build, check_task_kinds, simulate_layer and simulate below
+follow the simulator's calls (fleet_decode.sim) one for one.
+"""
+
+import argparse
+import ctypes
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from fleet_decode.graph import Plan, build_graph, default_plan
+from fleet_decode.graph.format import ACCUMULATES, OPERANDS, DType, Kind
+from fleet_decode.kernels import library
+from fleet_decode.kernels.build import build as build_kernels
+from fleet_decode.model.reference import Reference, softmax_scale
+from fleet_decode.sim.decode import weight_table
+
+P, I, D = ctypes.c_void_p, ctypes.c_int, ctypes.c_double
+MAX_ATTN_CHUNK = 64  # kMaxChunk of hip/tasks/attention_chunk.cu
+MAX_MERGE_CHUNKS = 1024  # kMaxChunks of hip/tasks/attention_merge.cu
+COMPILED_DIMS = dict(n_heads=16, kv_rank=512, qk_rope=64, qk_nope=128, v_head=128)  # hip/tasks/common.h
+ERROR_FIELDS = ("flag", "worker", "task", "event", "counter", "target", "step", "kind", "abort")
+
+
+class MegakernelError(RuntimeError):
+    """The megakernel could not be set up or launched."""
+
+
+class WatchdogTimeout(MegakernelError):
+    """A worker waited past the watchdog's bound; the message names the task and what it waited for."""
+
+    def __init__(self, message, record):
+        super().__init__(message)
+        self.record = record
+
+
+@dataclass
+class DecodeResult:
+    tokens: list[int]  # tokens[s]: the greedy token step s produced (fed to step s + 1)
+    logits: list[torch.Tensor]  # fp32 [vocab] per step, read back from the graph's logits log
+    # per step, each layer's output (fp32 [hidden]); the graph keeps layer outputs for the LAST step
+    # only (they are per-step buffers), so earlier steps hold None
+    hidden_states: list
+    seconds: float = 0.0  # the launch, host clock, synchronised
+    step_seconds: list[float] = field(default_factory=list)  # per step, from the device's clock
+    launches: int = 1
+    counts: dict = field(default_factory=dict)
+
+
+def add_order(graph) -> tuple[np.ndarray, int, int, int]:
+    """The runtime's table of adders: per task (arrival counter, rank, group size, scratch row offset),
+    -1s for a task that is not one of several adders into the same rows. Adders into one row range of
+    one buffer form a group, ranked in graph order; rank r adds into scratch row r of that buffer
+    (alone there, so exactly) and the last to arrive adds the rows in rank order, so the sum is
+    deterministic. Returns (table, number of groups, scratch floats, floats per scratch row)."""
+    order = np.full((len(graph.tasks), 4), -1, dtype=np.int32)
+    groups: dict[tuple[int, int, int], list[int]] = {}
+    for i, t in enumerate(graph.tasks):
+        if t.kind in ACCUMULATES:
+            buf = t.buffers[OPERANDS[t.kind][0].index(ACCUMULATES[t.kind])]
+            groups.setdefault((buf, *t.tile), []).append(i)
+    spans: dict[int, list[tuple[int, int]]] = {}
+    for buf, lo, hi in groups:
+        for other_lo, other_hi in spans.setdefault(buf, []):
+            if lo < other_hi and other_lo < hi:
+                raise MegakernelError(f"adders into {graph.buffers[buf].name} overlap in rows [{lo}, {hi}) and "
+                                      f"[{other_lo}, {other_hi}): the runtime sums only identical row ranges")
+        spans[buf].append((lo, hi))
+    shared = [(key, members) for key, members in groups.items() if len(members) > 1]  # a lone adder adds in place
+    lengths = {graph.buffers[buf].numel for (buf, _, _), _ in shared}
+    if len(lengths) > 1:
+        raise MegakernelError(f"summed buffers of different lengths {sorted(lengths)}: the runtime has one row length")
+    row = lengths.pop() if lengths else 1
+    base: dict[int, int] = {}
+    for (buf, _, _), members in shared:
+        base[buf] = max(base.get(buf, 0), len(members))
+    offset, start = 0, {}
+    for buf, rows in base.items():
+        start[buf], offset = offset, offset + rows * row
+    for counter, ((buf, _, _), members) in enumerate(shared):
+        for rank, task in enumerate(members):
+            order[task] = (counter, rank, len(members), start[buf] + rank * row)
+    return order, len(shared), offset, row
+
+
+def _check_graph(graph, n_sm):
+    c = graph.constants
+    for name, value in COMPILED_DIMS.items():
+        if getattr(c, name) != value:
+            raise MegakernelError(f"the kernels are compiled for {name} = {value}, the graph has {getattr(c, name)}")
+    if len(graph.workers) > n_sm:
+        raise MegakernelError(f"graph has {len(graph.workers)} workers, the GPU {n_sm} SMs/CUs: one worker per SM")
+    for t in graph.tasks:
+        if t.kind == Kind.ATTN_CHUNK and t.tile[1] - t.tile[0] > MAX_ATTN_CHUNK:
+            raise MegakernelError(f"{t.name} spans {t.tile[1] - t.tile[0]} positions, the kernel at most {MAX_ATTN_CHUNK}")
+        if t.kind == Kind.ATTN_MERGE_UV and t.args[0] > MAX_MERGE_CHUNKS:
+            raise MegakernelError(f"{t.name} merges {t.args[0]} chunks, the merge task holds at most "
+                                  f"{MAX_MERGE_CHUNKS}: use longer attention chunks")
+
+
+class Megakernel:
+    """One graph (the whole model, or a run of layers) resident on the GPU with its buffers."""
+
+    def __init__(self, hf_model, plan: Plan | None = None, layers=None, graph=None, lib=None):
+        self.model, config = hf_model, hf_model.config
+        self.device = next(hf_model.parameters()).device
+        if self.device.type != "cuda":
+            raise MegakernelError(f"the model is on {self.device}; the megakernel needs it on a GPU")
+        n_sm = torch.cuda.get_device_properties(self.device).multi_processor_count
+        self.plan = plan or default_plan(config, workers=n_sm)
+        self.graph = graph if graph is not None else build_graph(config, self.plan, layers)
+        _check_graph(self.graph, n_sm)
+        if not math.isclose(self.graph.constants.attn_scale, softmax_scale(config), rel_tol=1e-6):
+            raise MegakernelError("the graph's softmax scale differs from the model's")
+        self.encoded = self.graph.encode()
+        self.names = self.encoded.names
+        self.blob = torch.from_numpy(self.encoded.blob()).to(self.device)
+        dtypes = {DType.F32: torch.float32, DType.I32: torch.int32, DType.MODEL: torch.bfloat16}
+        self.buffers = [torch.zeros(b.numel, dtype=dtypes[b.dtype], device=self.device) for b in self.graph.buffers]
+        self.weights = self._weights(dtypes)
+        self.buffer_ptrs = torch.tensor([t.data_ptr() for t in self.buffers], dtype=torch.int64, device=self.device)
+        self.weight_ptrs = torch.tensor([t.data_ptr() for t in self.weights] or [0], dtype=torch.int64,
+                                        device=self.device)
+        order, n_groups, n_scratch, self.partial_row = add_order(self.graph)
+        self.add_order = torch.from_numpy(order).to(self.device)
+        self.counters = torch.zeros(len(self.graph.events), dtype=torch.int32, device=self.device)
+        self.arrivals = torch.zeros(max(1, n_groups), dtype=torch.int32, device=self.device)
+        self.partials = torch.zeros(max(1, n_scratch), dtype=torch.float32, device=self.device)
+        self.lib = self._load(lib)
+        self.error = torch.zeros(self.lib.fd_megakernel_error_words(), dtype=torch.int32, device=self.device)
+        self.step_ticks = torch.zeros(self.graph.constants.max_steps + 1, dtype=torch.int64, device=self.device)
+
+    def _weights(self, dtypes):
+        out = []
+        for slot, tensor in zip(self.graph.weights, weight_table(self.model, self.graph)):
+            want = dtypes[slot.dtype]
+            if tuple(tensor.shape) != slot.shape:
+                raise MegakernelError(f"weight {slot.name} has shape {tuple(tensor.shape)}, the graph {slot.shape}")
+            if tensor.dtype != want or not tensor.is_contiguous() or tensor.device != self.device:
+                tensor = tensor.to(self.device, want).contiguous()  # a copy only where the layout needs one
+            out.append(tensor)
+        return out
+
+    def _load(self, lib):
+        handle = (lib or library.load()).lib
+        handle.fd_megakernel_launch.argtypes = [P, I, P, P, P, P, P, P, P, I, P, I, I, D, P]
+        handle.fd_megakernel_launch.restype = I
+        handle.fd_megakernel_ticks_per_second.restype = D
+        return handle
+
+    # ------------------------------------------------------------------ host writes
+    def buffer(self, name) -> torch.Tensor:
+        return self.buffers[self.graph.buffer_index(name)]
+
+    def fill_cache(self, ref: Reference, n_prompt: int):
+        """Copies the prefill's compressed cache (normalised latent, roped k_pe) into every layer's log."""
+        c = self.graph.constants
+        for layer in range(c.first_layer, c.first_layer + c.n_layers):
+            self.buffer(f"L{layer}.ckv").view(c.max_positions, -1)[:n_prompt] = ref.ckv[layer, :n_prompt]
+            self.buffer(f"L{layer}.kpe").view(c.max_positions, -1)[:n_prompt] = ref.kpe[layer, :n_prompt]
+
+    # ------------------------------------------------------------------ the launch
+    def launch(self, pos0: int, n_steps: int, timeout_s: float = 1.0) -> float:
+        """Runs n_steps steps at positions pos0.. in one launch; returns its seconds (host clock).
+        Raises WatchdogTimeout naming the stuck task if any wait outlasts timeout_s."""
+        c = self.graph.constants
+        if n_steps > c.max_steps or pos0 + n_steps > c.max_positions:
+            raise MegakernelError(f"{n_steps} steps from position {pos0} exceed the graph's {c.max_steps} steps "
+                                  f"/ {c.max_positions} positions")
+        for t in (self.counters, self.arrivals, self.partials, self.error, self.step_ticks):
+            t.zero_()
+        torch.cuda.synchronize(self.device)
+        started = time.perf_counter()
+        code = self.lib.fd_megakernel_launch(
+            self.blob.data_ptr(), len(self.graph.workers), self.buffer_ptrs.data_ptr(), self.weight_ptrs.data_ptr(),
+            self.counters.data_ptr(), self.arrivals.data_ptr(), self.add_order.data_ptr(), self.partials.data_ptr(),
+            self.error.data_ptr(), self.partial_row, self.step_ticks.data_ptr(), pos0, n_steps, float(timeout_s),
+            torch.cuda.current_stream(self.device).cuda_stream)
+        if code != 0:
+            raise MegakernelError(f"fd_megakernel_launch: {self.lib.fd_error_string(code).decode()} ({code})")
+        torch.cuda.synchronize(self.device)
+        seconds = time.perf_counter() - started
+        record = dict(zip(ERROR_FIELDS, self.error.tolist()))
+        if record["flag"]:
+            raise WatchdogTimeout(self._describe(record, timeout_s), record)
+        return seconds
+
+    def _describe(self, r, timeout_s):
+        return (f"megakernel watchdog: worker {r['worker']} waited over {timeout_s} s at step {r['step']} in task "
+                f"{self.names['tasks'][r['task']]} for event {self.names['events'][r['event']]}: counter "
+                f"{r['counter']} < target {r['target']}; every worker was stopped")
+
+    def step_seconds(self, n_steps) -> list[float]:
+        ticks = self.step_ticks[: n_steps + 1].tolist()
+        rate = self.lib.fd_megakernel_ticks_per_second()
+        return [(b - a) / rate for a, b in zip(ticks, ticks[1:])]
+
+    # ------------------------------------------------------------------ decode / layer
+    @torch.no_grad()
+    def decode(self, prompt_ids, n_tokens: int, timeout_s: float = 1.0) -> DecodeResult:
+        """HF prefill of prompt_ids, then n_tokens greedy steps in ONE launch."""
+        c = self.graph.constants
+        if not c.has_head:
+            raise MegakernelError("decode needs the whole-model graph (layers=None); use run_layer for a layer graph")
+        n_prompt = len(prompt_ids)
+        ref = Reference(self.model, max_positions=n_prompt + 1)
+        first = int(ref.prefill(prompt_ids).argmax())
+        self.fill_cache(ref, n_prompt)
+        del ref
+        tokens = self.buffer("tokens")
+        tokens[0] = first
+        seconds = self.launch(n_prompt, n_tokens, timeout_s)
+        logits = self.buffer("logits").view(c.max_steps, c.vocab)
+        last = [self.buffer(f"h.{l + 1}").clone() for l in range(c.n_layers)]
+        return DecodeResult(
+            tokens=tokens[1:n_tokens + 1].tolist(),
+            logits=[logits[s].clone() for s in range(n_tokens)],
+            hidden_states=[None] * (n_tokens - 1) + [last],
+            seconds=seconds,
+            step_seconds=self.step_seconds(n_tokens) if c.has_head else [],
+            counts={"tasks": len(self.graph.tasks), "events": len(self.graph.events), "workers": len(self.graph.workers)},
+        )
+
+    def routes(self) -> dict[int, list[int]]:
+        """Each MoE layer's chosen experts (ascending) at the last step run."""
+        names = {b.name: i for i, b in enumerate(self.graph.buffers)}
+        c = self.graph.constants
+        layers = range(c.first_layer, c.first_layer + c.n_layers)
+        return {l: self.buffers[names[f"L{l}.route_idx"]].tolist() for l in layers if f"L{l}.route_idx" in names}
+
+    @torch.no_grad()
+    def run_layer(self, prompt_ids, timeout_s: float = 1.0):
+        """M2: one decode step of the graph's single layer after the prefill, fed the prefill's greedy
+        token; returns (megakernel output, reference output) of that layer, fp32 [hidden]."""
+        c = self.graph.constants
+        if c.has_head or c.n_layers != 1:
+            raise MegakernelError("run_layer needs a one-layer graph (Megakernel(model, layers=[l]))")
+        layer, n_prompt = c.first_layer, len(prompt_ids)
+        ref = Reference(self.model, max_positions=n_prompt + 1)
+        token = int(ref.prefill(prompt_ids).argmax())
+        self.fill_cache(ref, n_prompt)
+        ref.step(token)
+        x_in = ref.weights.embed[token].float() if layer == 0 else ref.hidden_states[layer - 1]
+        self.buffer(f"h.{layer}").copy_(x_in)
+        self.launch(n_prompt, 1, timeout_s)
+        return self.buffer(f"h.{layer + 1}").clone(), ref.hidden_states[layer].clone()
+
+
+# ---------------------------------------------------------------------- the pipeline's gpu backend
+
+def build(arch: str | None = None, compiler: str | None = None) -> dict:
+    """Builds hip/ (task kernels + runtime) for arch (default: this GPU's) and returns the build record."""
+    import os
+    arch = arch or library.device_arch()
+    if compiler:
+        os.environ["NVCC" if arch.startswith("sm_") else "HIPCC"] = compiler
+    return build_kernels(arch, library.default_library_path(arch).parent)
+
+
+def check_task_kinds(hf_model, seed: int = 0) -> dict:
+    """M1: every task kernel alone at the real shapes (fleet_decode.kernels.check), as the pipeline's
+    M1 records them: per kind its numbers (flags as 0/1) and shape; names and notes are dropped."""
+    from fleet_decode.kernels import check
+
+    results = check.check_all(seed=seed, device=str(next(hf_model.parameters()).device))
+    return {kind: {k: v for k, v in r.items() if k == "shape" or not isinstance(v, str)} for kind, r in results.items()}
+
+
+def simulate_layer(hf_model, prompt_ids, layer: int, workers=None, schedule=None, seed=0, plan=None):
+    """M2 through the megakernel. workers / schedule / seed are the simulator's knobs: the device runs
+    one worker per SM and its own interleaving, so they are accepted and ignored."""
+    return Megakernel(hf_model, plan=plan, layers=[layer]).run_layer(prompt_ids)
+
+
+def simulate(hf_model, prompt_ids, n_tokens: int, workers=None, schedule=None, seed=0, plan=None) -> DecodeResult:
+    """M3 / M4 / bench through the megakernel: n_tokens greedy steps in one launch."""
+    return Megakernel(hf_model, plan=plan).decode(prompt_ids, n_tokens)
+
+
+# ---------------------------------------------------------------------- CLI: checks and timings on a GPU host
+
+def _rel(a, b):
+    return float((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30))
+
+
+def _cos(a, b):
+    return float(torch.nn.functional.cosine_similarity(a.float().flatten(), b.float().flatten().to(a.device), dim=0))
+
+
+def _exact_step(model, prompt, token, forced_routes):
+    """The reference's step on an fp32 copy of the weights, from the bf16 prefill's cache (upcast) and on
+    the given experts: exact arithmetic on everything the bf16 decodes share (compare.against_exact_math)."""
+    import copy
+
+    bf16 = Reference(model, max_positions=len(prompt) + 1)
+    bf16.prefill(prompt)
+    exact = Reference(copy.deepcopy(model).float(), max_positions=len(prompt) + 1)
+    exact.ckv.copy_(bf16.ckv)
+    exact.kpe.copy_(bf16.kpe)
+    exact.pos = len(prompt)
+    logits = exact.step(token, forced_routes=forced_routes)
+    hidden = exact.hidden_states
+    del exact, bf16
+    torch.cuda.empty_cache()
+    return hidden, logits
+
+
+def _p50_ms(step_seconds):
+    steady = sorted(step_seconds[2:]) or sorted(step_seconds)  # steps 0-1 include the launch's ramp-up
+    return steady[len(steady) // 2] * 1e3
+
+
+PLAN_SWEEP = {  # tilings to time: one tile per worker per stage (default), fewer and larger tiles, ...
+    "default": {}, "stage_tiles=66": {"stage_tiles": 66}, "stage_tiles=264": {"stage_tiles": 264},
+    "heads_per_tile=2": {"heads_per_tile": 2}, "round-robin": {"assign": "round-robin"},
+}
+
+
+@torch.no_grad()
+def measure(source: str, n_prompt: int, n_tokens: int) -> dict:
+    """Numbers for the notes (docs/megakernel.md): every layer alone vs the Reference (M2), one step
+    vs the Reference on the same experts and vs HF eager (M3), n_tokens in one launch vs HF greedy and
+    HF teacher-forced (M4), per-step times for a few tilings, and the watchdog on a broken graph."""
+    from fleet_decode.model import hf_decode, load_model, prompt_ids
+    from fleet_decode.model.reference import Route
+
+    out = {"source": source, "prompt": n_prompt, "tokens": n_tokens}
+    model = load_model(source, dtype=torch.bfloat16, device="cuda")
+    config = model.config
+    prompt = prompt_ids(n_prompt, vocab_size=config.vocab_size)
+    out["m2_rel_vs_reference"] = {}
+    for layer in range(config.num_hidden_layers):
+        ours, ref = Megakernel(model, layers=[layer]).run_layer(prompt)
+        out["m2_rel_vs_reference"][layer] = _rel(ours, ref)
+
+    mk = Megakernel(model)
+    one = mk.decode(prompt, 1)
+    ref = Reference(model, max_positions=n_prompt + 1)
+    first = int(ref.prefill(prompt).argmax())
+    mk_routes = mk.routes()
+    forced = {l: Route(torch.tensor(e, device="cuda"), None) for l, e in mk_routes.items()}
+    ref_logits = ref.step(first, forced_routes=forced)
+    ref_hidden, own_routes = ref.hidden_states, ref.routes
+    hf_tokens, hf_logits, hf_hidden, _ = hf_decode(model, prompt, 2)
+    exact_hidden, exact_logits = _exact_step(model, prompt, first, forced)
+    out["m3_vs_exact_same_experts"] = {  # exact: fp32 arithmetic on the same weights, cache and experts
+        "megakernel": [_rel(a, b) for a, b in zip(one.hidden_states[0], exact_hidden)],
+        "reference": [_rel(a, b) for a, b in zip(ref_hidden, exact_hidden)],
+        "megakernel_logits_cos": _cos(one.logits[0], exact_logits), "reference_logits_cos": _cos(ref_logits, exact_logits),
+    }
+    out["m3"] = {
+        "rel_vs_reference_same_experts": [_rel(a, b) for a, b in zip(one.hidden_states[0], ref_hidden)],
+        "rel_vs_hf": [_rel(a, b) for a, b in zip(one.hidden_states[0], hf_hidden[1])],
+        "route_differences_vs_reference": {
+            l: {"ours": mk_routes[l], "reference": own_routes[l].experts.tolist(), "margin": own_routes[l].margin()}
+            for l in mk_routes if mk_routes[l] != own_routes[l].experts.tolist()},
+        "logits_cos_vs_hf": _cos(one.logits[0], hf_logits[1]),
+        "logits_cos_vs_reference_same_experts": _cos(one.logits[0], ref_logits),
+        "next_token": one.tokens[0], "hf_next_token": hf_tokens[1],
+    }
+
+    many = mk.decode(prompt, n_tokens)
+    again = mk.decode(prompt, n_tokens)
+    hf_free = hf_decode(model, prompt, n_tokens + 1)[0][1:]
+    forced_hf = hf_decode(model, prompt, n_tokens + 1, forced_tokens=[first] + many.tokens)[1][1:]
+    ref = Reference(model, max_positions=n_prompt + n_tokens + 1)
+    token, ref_cos = int(ref.prefill(prompt).argmax()), []
+    for s in range(n_tokens):
+        ref_cos.append(_cos(many.logits[s], ref.step(token)))
+        token = many.tokens[s]
+    same = [a == b for a, b in zip(many.tokens, hf_free)]
+    diverge = same.index(False) if False in same else None
+    out["m4"] = {
+        "tokens": many.tokens, "hf_tokens": hf_free, "identical_prefix": diverge if diverge is not None else n_tokens,
+        "hf_top2_margin_at_divergence": None if diverge is None else
+        float(forced_hf[diverge].topk(2).values.diff().abs()),
+        "cos_vs_hf_teacher_forced": [_cos(a, b) for a, b in zip(many.logits, forced_hf)],
+        "cos_vs_reference_teacher_forced": ref_cos,
+        "deterministic_logits": all(torch.equal(a, b) for a, b in zip(many.logits, again.logits)),
+        "launch_seconds": many.seconds, "step_ms": [s * 1e3 for s in many.step_seconds],
+        "p50_ms": _p50_ms(many.step_seconds),
+    }
+
+    out["plans"] = {}
+    n_sm = torch.cuda.get_device_properties(0).multi_processor_count
+    for name, overrides in PLAN_SWEEP.items():
+        variant = Megakernel(model, plan=default_plan(config, workers=n_sm, **overrides))
+        result = variant.decode(prompt, n_tokens)
+        out["plans"][name] = {"p50_ms": _p50_ms(result.step_seconds), "tasks": len(variant.graph.tasks),
+                              "same_tokens": result.tokens == many.tokens}
+
+    broken = build_graph(config, mk.plan, layers=[1])
+    victim = broken.task_index("L1.q_absorb[0]")
+    broken.tasks[victim].inputs.append((broken.event_index("L1.o_proj"), 0))  # a cycle: never fires
+    bad = Megakernel(model, graph=broken)
+    started = time.perf_counter()
+    try:
+        bad.run_layer(prompt, timeout_s=0.5)
+        out["watchdog"] = {"raised": False}
+    except WatchdogTimeout as err:
+        out["watchdog"] = {"raised": True, "message": str(err), "seconds": time.perf_counter() - started}
+    ours, ref_out = Megakernel(model, layers=[1]).run_layer(prompt)
+    out["watchdog"]["next_launch_rel"] = _rel(ours, ref_out)
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="random:deepseek-coder-v2-lite")
+    parser.add_argument("--prompt", type=int, default=1024)
+    parser.add_argument("--tokens", type=int, default=32)
+    parser.add_argument("--out", help="write the numbers as JSON here")
+    args = parser.parse_args(argv)
+    result = measure(args.model, args.prompt, args.tokens)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(json.dumps(result, indent=1, default=str) + "\n")
+    m3, m4 = result["m3"], result["m4"]
+    print(f"M2 every layer vs reference: max rel {max(result['m2_rel_vs_reference'].values()):.4f}")
+    print(f"M3 layer 26 rel vs reference (same experts) {m3['rel_vs_reference_same_experts'][-1]:.4f}, vs HF "
+          f"{m3['rel_vs_hf'][-1]:.4f}; logits cos vs HF {m3['logits_cos_vs_hf']:.5f}; token {m3['next_token']} "
+          f"(HF {m3['hf_next_token']}); route differences at layers {sorted(m3['route_differences_vs_reference'])}")
+    exact = result["m3_vs_exact_same_experts"]
+    print(f"vs exact fp32 arithmetic at layer 26: megakernel {exact['megakernel'][-1]:.4f}, reference "
+          f"{exact['reference'][-1]:.4f}")
+    print(f"M4 {m4['identical_prefix']}/{len(m4['tokens'])} tokens as HF greedy (HF top-2 margin there "
+          f"{m4['hf_top2_margin_at_divergence']}); min cos vs HF teacher-forced {min(m4['cos_vs_hf_teacher_forced']):.5f}; "
+          f"deterministic {m4['deterministic_logits']}; p50 {m4['p50_ms']:.3f} ms/token")
+    print("plans: " + ", ".join(f"{k} {v['p50_ms']:.3f} ms" for k, v in result["plans"].items()))
+    print(f"watchdog: {result['watchdog']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""The persistent megakernel on a GPU, with the real config (random weights, bf16) after HF's prefill of
+the fixed 1,024-token prompt: M2 layers, one full step layer by layer, 32 tokens in one launch, the
+determinism of the residual sums, and the watchdog on a graph that can never finish.
+
+The megakernel is compared with fleet_decode.model.Reference, forced to the megakernel's own routing
+where it can be: a routing near-tie (router scores within NEAR_TIE_SCORE) may pick other experts in any
+two bf16 implementations, so a different choice is accepted only at a near-tie. The megakernel keeps
+activations in fp32 between tasks (docs/task-graph.md §3); the Reference rounds them to bf16 where HF
+does. Tolerances:
+- one layer from the reference's input: M2's 2 %;
+- the whole step on the same experts: each layer's rounding differences are amplified by the layers
+  after it (random weights); the lead measured the Reference 3.4 % from HF eager at layer 26, two
+  bf16 implementations that each sit ~2.4 % from exact arithmetic. STEP_REL_TOL keeps the megakernel
+  no farther from the Reference than that; layers 0-3, before amplification, get EARLY_REL_TOL.
+The numbers against HF eager are the pipeline's M3/M4 gates, measured by
+`python -m fleet_decode.kernels.megakernel` (docs/megakernel.md), not asserted here.
+"""
+import time
+
+import pytest
+import torch
+
+from fleet_decode.graph import build_graph
+from fleet_decode.kernels.megakernel import Megakernel, WatchdogTimeout
+from fleet_decode.model import Reference, load_model, prompt_ids
+from fleet_decode.model.reference import Route
+
+pytestmark = pytest.mark.gpu
+
+SOURCE = "random:deepseek-coder-v2-lite"
+N_PROMPT = 1024
+N_TOKENS = 32
+NEAR_TIE_SCORE = 2e-3  # router probabilities this close may be ordered differently by bf16 roundings
+LAYER_REL_TOL = 0.02  # M2's gate: one layer from the reference's own input
+EARLY_REL_TOL = 0.01  # layers 0-3 of a whole step
+STEP_REL_TOL = 0.034  # any layer of a whole step on the same experts: the Reference's own distance from HF
+LOGITS_COS_MIN = 0.999  # M4's per-step gate, here against the reference on the same experts
+STEP_COS_MIN = 0.99  # per step against the reference on ITS OWN routing (near-ties change experts)
+NEAR_TIE_ULPS = 8  # top-2 logits this close (in bf16 ulps of the top one) may be ordered either way
+
+
+def rel(a, b):
+    return float((a.float() - b.float()).norm() / b.float().norm())
+
+
+def cos(a, b):
+    return float(torch.nn.functional.cosine_similarity(a.float().flatten(), b.float().flatten(), dim=0))
+
+
+def bf16_ulp(x: float) -> float:
+    return 2.0 ** (torch.tensor(abs(x)).log2().floor().item() - 7)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return load_model(SOURCE, dtype=torch.bfloat16, device="cuda")
+
+
+@pytest.fixture(scope="module")
+def prompt(model):
+    return prompt_ids(N_PROMPT, vocab_size=model.config.vocab_size)
+
+
+@pytest.fixture(scope="module")
+def megakernel(model):
+    return Megakernel(model)
+
+
+def forced(routes):
+    return {layer: Route(torch.tensor(experts, device="cuda"), None) for layer, experts in routes.items()}
+
+
+def assert_routes_differ_only_at_near_ties(ours: dict, reference_routes: dict):
+    for layer, experts in ours.items():
+        own = reference_routes[layer]
+        if experts != own.experts.tolist():
+            assert own.margin() < NEAR_TIE_SCORE, (layer, experts, own.experts.tolist(), own.margin())
+
+
+@pytest.mark.parametrize("layer", [0, 1, 26])
+def test_one_layer_matches_the_reference(model, prompt, layer):
+    ours, ref = Megakernel(model, layers=[layer]).run_layer(prompt)
+    assert torch.isfinite(ours).all()
+    assert rel(ours, ref) < LAYER_REL_TOL, rel(ours, ref)
+
+
+def test_one_step_matches_the_reference_layer_by_layer(model, prompt, megakernel):
+    result = megakernel.decode(prompt, 1)
+    routes = megakernel.routes()
+    assert len(routes) == model.config.num_hidden_layers - model.config.first_k_dense_replace
+    ref = Reference(model, max_positions=N_PROMPT + 1)
+    first = int(ref.prefill(prompt).argmax())
+    ref_logits = ref.step(first, forced_routes=forced(routes))
+    assert_routes_differ_only_at_near_ties(routes, ref.routes)
+    errors = [rel(a, b) for a, b in zip(result.hidden_states[0], ref.hidden_states)]
+    assert len(errors) == model.config.num_hidden_layers
+    assert max(errors[:4]) < EARLY_REL_TOL, errors
+    assert max(errors) < STEP_REL_TOL, errors
+    assert cos(result.logits[0], ref_logits) >= LOGITS_COS_MIN
+    assert result.tokens[0] == int(result.logits[0].argmax())
+
+
+def test_32_tokens_in_one_launch_follow_the_reference(model, prompt, megakernel):
+    result = megakernel.decode(prompt, N_TOKENS)
+    assert result.launches == 1 and len(result.tokens) == N_TOKENS and len(result.step_seconds) == N_TOKENS
+    ref = Reference(model, max_positions=N_PROMPT + N_TOKENS + 1)
+    token = int(ref.prefill(prompt).argmax())
+    agree = 0
+    for step in range(N_TOKENS):
+        # teacher-forced on the megakernel's tokens; the routing is the reference's own (the graph keeps
+        # no per-step routes), so near-ties that pick other experts lower the cosine
+        logits = ref.step(token)
+        assert cos(result.logits[step], logits) >= STEP_COS_MIN, step
+        assert result.tokens[step] == int(result.logits[step].argmax()), step  # the device's argmax chain
+        top2 = logits.topk(2).values.tolist()
+        if result.tokens[step] == int(logits.argmax()):
+            agree += 1
+        else:  # a different greedy choice is allowed only where the reference's top two nearly tie
+            assert top2[0] - top2[1] <= NEAR_TIE_ULPS * bf16_ulp(top2[0]), (step, top2)
+        token = result.tokens[step]
+    assert agree >= N_TOKENS // 2
+
+
+def test_decode_is_deterministic(prompt, megakernel):
+    first = megakernel.decode(prompt, 4)
+    second = megakernel.decode(prompt, 4)
+    assert first.tokens == second.tokens
+    for a, b in zip(first.logits, second.logits):
+        assert torch.equal(a, b)
+
+
+def test_watchdog_stops_a_graph_that_cannot_finish_and_the_next_launch_works(model, prompt, megakernel):
+    broken = build_graph(model.config, megakernel.plan, layers=[1])
+    victim = broken.task_index("L1.q_absorb[0]")
+    broken.tasks[victim].inputs.append((broken.event_index("L1.o_proj"), 0))  # o_proj needs q_absorb: a cycle
+    started = time.perf_counter()
+    bad = Megakernel(model, graph=broken)
+    with pytest.raises(WatchdogTimeout) as caught:
+        bad.run_layer(prompt, timeout_s=0.5)
+    # a hang would never return; the bound is 20x the watchdog's 0.5 s plus one prefill
+    assert time.perf_counter() - started < 10
+    record = caught.value.record
+    # every task downstream of the cycle waits too; whichever waited longest first is reported
+    assert record["event"] >= 0 and record["counter"] < record["target"]
+    assert broken.tasks[record["task"]].name in str(caught.value)
+    assert broken.events[record["event"]].name in str(caught.value)
+    assert broken.events[record["event"]].layer == 1
+    counters = bad.counters.tolist()
+    for name in ("L1.q_absorb", "L1.o_proj", "L1.out"):  # the cycle never completed
+        event = broken.event_index(name)
+        assert counters[event] < broken.events[event].triggers, name
+    ours, ref = Megakernel(model, layers=[1]).run_layer(prompt)
+    assert rel(ours, ref) < LAYER_REL_TOL

@@ -1,0 +1,73 @@
+"""CPU checks of the megakernel's host side: the add-order table that makes the residual sums
+deterministic, and the refusals of graphs the compiled runtime cannot run."""
+import numpy as np
+import pytest
+import torch
+
+from fleet_decode.graph import Plan, build_graph
+from fleet_decode.graph.format import ACCUMULATES, Kind
+from fleet_decode.kernels import check, megakernel
+from fleet_decode.kernels.megakernel import MegakernelError, _check_graph, add_order
+from fleet_decode.model import get_config
+
+
+@pytest.fixture(scope="module")
+def lite_graph():
+    config = get_config("deepseek-coder-v2-lite")
+    return build_graph(config, Plan(workers=16, max_positions=256, max_steps=4), layers=[0, 1, 2])
+
+
+def test_several_adders_of_one_row_range_share_a_counter_and_scratch(lite_graph):
+    order, n_groups, n_scratch, row = add_order(lite_graph)
+    config = get_config("deepseek-coder-v2-lite")
+    assert row == config.hidden_size
+    adders = [i for i, t in enumerate(lite_graph.tasks) if t.kind in ACCUMULATES]
+    moe = [i for i in adders if lite_graph.tasks[i].layer >= config.first_k_dense_replace]
+    dense = [i for i in adders if lite_graph.tasks[i].layer < config.first_k_dense_replace]
+    assert (order[dense] == -1).all()  # one adder per row range in the dense layer: it adds in place
+    assert (order[[i for i in range(len(lite_graph.tasks)) if i not in set(adders)]] == -1).all()
+    group_size = config.num_experts_per_tok + 1  # the shared experts and every routed slot
+    assert set(order[moe, 2]) == {group_size}
+    assert n_groups == len(np.unique(order[moe, 0]))
+    moe_layers = {lite_graph.tasks[i].layer for i in moe}
+    assert n_scratch == len(moe_layers) * group_size * row  # one row per rank and summed buffer
+    for group in range(n_groups):
+        members = np.flatnonzero(order[:, 0] == group)
+        tasks = [lite_graph.tasks[i] for i in members]
+        assert len({t.tile for t in tasks}) == 1  # one row range per group
+        assert order[members, 1].tolist() == list(range(len(members)))  # ranks follow the graph's order
+        assert (np.diff(order[members, 3]) == row).all()  # rank r's row follows rank r-1's
+    rows_used = {(int(o), lite_graph.tasks[i].tile) for i, o in zip(moe, order[moe, 3])}
+    assert len(rows_used) == len(moe)  # no two adders share a scratch row over the same rows
+
+
+def test_overlapping_unequal_adder_ranges_are_refused():
+    graph = build_graph(get_config("deepseek-coder-v2-lite"), Plan(workers=16, max_positions=128, max_steps=2),
+                        layers=[1])
+    down = next(t for t in graph.tasks if t.kind == Kind.EXPERT_DOWN_ACCUM)
+    down.tile = (down.tile[0], down.tile[1] + 8)
+    with pytest.raises(MegakernelError, match="overlap"):
+        add_order(graph)
+
+
+def test_graphs_the_runtime_cannot_run_are_refused():
+    config = get_config("deepseek-coder-v2-lite")
+    with pytest.raises(MegakernelError, match="SMs"):
+        _check_graph(build_graph(config, Plan(workers=8, max_positions=128, max_steps=2), layers=[0]), 4)
+    with pytest.raises(MegakernelError, match="positions"):
+        _check_graph(build_graph(config, Plan(workers=4, attn_chunk=128, max_positions=256, max_steps=2),
+                                 layers=[0]), 4)
+    with pytest.raises(MegakernelError, match="compiled for"):
+        _check_graph(build_graph(get_config("tiny"), Plan(workers=4, max_positions=64, max_steps=2)), 4)
+
+
+def test_m1_results_reach_the_pipeline_as_numbers(monkeypatch):
+    """The pipeline's M1 converts every field but the shape with float(): names and notes must go."""
+    fake = {"embed": {"kind": "embed", "max_abs": 0.0, "max_rel": 0.0, "tol": 0.0, "passed": True, "shape": "2048",
+                      "us": 1.5, "bytes": 4096, "gbps": 2.7, "written": True, "note": "exact copy"}}
+    monkeypatch.setattr(check, "check_all", lambda seed, device: fake)
+    model = torch.nn.Linear(1, 1)
+    out = megakernel.check_task_kinds(model, seed=3)
+    assert set(out) == {"embed"} and "kind" not in out["embed"] and "note" not in out["embed"]
+    assert out["embed"]["shape"] == "2048"
+    assert all(isinstance(float(v), float) for k, v in out["embed"].items() if k != "shape")
