@@ -1,5 +1,5 @@
 """M1 kernels: every task kind alone vs a torch reference at the model's shapes (max abs/rel error;
-on a GPU host also time and bandwidth per kernel, from fleet_decode.kernels.check).
+on a GPU host also each kind's own tolerance, time and bandwidth, from fleet_decode.kernels.check).
 
   PYTHONPATH=src python3 remote/m1_kernels.py --host cpu --params '{"backend": "sim", "model": "tiny", "gates": {"rel_err_max": 1e-4}}' --out /tmp/kernels.json
 """
@@ -9,9 +9,7 @@ from fleet_decode.pipeline.evidence import Milestone, milestone_args
 args = milestone_args(__doc__).parse_args()
 with Milestone("m1", "M1", "m1/kernels.json", args) as m:
     backend = backends.get(m.params)
-    # The GPU check builds its inputs at the real config's shapes itself; only the simulator's
-    # check reads a model's weights.
-    model = m.load_model() if backend.name == "sim" else None
+    model = m.load_model()
     kinds = backend.check_task_kinds(model)
     m.metrics["backend"] = backend.name
     m.metrics["kernels"] = kinds
