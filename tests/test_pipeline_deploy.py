@@ -92,3 +92,16 @@ def test_a_copy_without_git_deploys_from_its_manifest_or_is_refused(repo, tmp_pa
     with pytest.raises(DirtyTree, match=r"1 file\(s\) .* differ from its DEPLOY_MANIFEST.json \(first: remote/m1_kernels.py\)"):
         snapshot(copy)
     assert snapshot(copy, allow_dirty=True).dirty
+
+
+def test_a_copy_whose_git_has_no_commit_deploys_from_its_manifest(repo, tmp_path):
+    """How the tree reaches the GPU host here: files synced beside an empty .git."""
+    import shutil
+
+    copy = tmp_path / "synced"
+    shutil.copytree(repo, copy, ignore=shutil.ignore_patterns(".git"))
+    git(copy, "init", "-q")
+    with pytest.raises(DirtyTree, match="neither a git checkout nor a copy carrying DEPLOY_MANIFEST.json"):
+        snapshot(copy)
+    (copy / "DEPLOY_MANIFEST.json").write_bytes(snapshot(repo).manifest())
+    assert snapshot(copy).commit == snapshot(repo).commit

@@ -60,14 +60,20 @@ def _git(repo, *args, binary=False):
 
 def snapshot(repo, allow_dirty: bool = False) -> Snapshot:
     """What to deploy: the committed tree of a git checkout, or, for a copy of one without .git
-    (how a tree reaches a GPU host), the files its DEPLOY_MANIFEST.json lists."""
-    if (Path(repo) / ".git").exists():
+    (how a tree reaches a GPU host), the files its DEPLOY_MANIFEST.json lists. A copy whose .git
+    holds no commit (as a tree synced file by file arrives) counts as one without .git."""
+    if (Path(repo) / ".git").exists() and _has_commit(repo):
         return _git_snapshot(repo, allow_dirty)
     if (Path(repo) / MANIFEST).exists():
         return _manifest_snapshot(repo, allow_dirty)
     raise DirtyTree(f"refusing to deploy: {repo} is neither a git checkout nor a copy carrying "
                     f"{MANIFEST}, so its provenance is unknown; in the checkout it was copied from, "
                     f"run `python -m fleet_decode.pipeline.deploy` to write one")
+
+
+def _has_commit(repo) -> bool:
+    return subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "-q", "HEAD"],
+                          capture_output=True).returncode == 0
 
 
 def _manifest_snapshot(repo, allow_dirty: bool) -> Snapshot:
