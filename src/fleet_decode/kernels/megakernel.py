@@ -519,6 +519,7 @@ def sweep(source: str, n_prompt: int, n_tokens: int, variants: dict | None = Non
     """Times every variant: `launches` launches of n_tokens steps each, P50 over the steps >= 2 of all
     of them, and checks its tokens (and, for the default's graph, its logits bit for bit) against the
     default's. One prefill per graph; a variant that fails is recorded and the sweep goes on."""
+    from fleet_decode.graph.counts import graph_counts
     from fleet_decode.model import load_model, prompt_ids
 
     model = load_model(source, dtype=torch.bfloat16, device="cuda")
@@ -540,12 +541,14 @@ def sweep(source: str, n_prompt: int, n_tokens: int, variants: dict | None = Non
         except Exception as err:  # noqa: BLE001 -- one broken variant must not cost the others their numbers
             rows[name] = {"error": f"{type(err).__name__}: {err}"}
             continue
-        steady = [t for r in results for t in r.step_seconds[2:]]
+        steady = sorted(t for r in results for t in r.step_seconds[2:])
+        weight_bytes = graph_counts(mk.graph)["weight_bytes_per_token_total"]
         first = results[0]
         if baseline is None:
             baseline = first
         rows[name] = {
-            "p50_ms": sorted(steady)[len(steady) // 2] * 1e3, "p95_ms": sorted(steady)[int(0.95 * (len(steady) - 1))] * 1e3,
+            "p50_ms": steady[len(steady) // 2] * 1e3, "p95_ms": steady[int(0.95 * (len(steady) - 1))] * 1e3,
+            "weight_tb_per_s_at_p50": weight_bytes / steady[len(steady) // 2] / 1e12,
             "p50_ms_per_launch": [_p50_ms(r.step_seconds) for r in results],
             "same_tokens_as_default": first.tokens == baseline.tokens,
             "same_tokens_every_launch": all(r.tokens == first.tokens for r in results),
@@ -560,14 +563,14 @@ def sweep(source: str, n_prompt: int, n_tokens: int, variants: dict | None = Non
 def print_sweep(result: dict):
     rows = result["variants"]
     default = rows.get("default", {}).get("p50_ms")
-    print(f"{'variant':44s} {'P50 ms':>8s} {'P95 ms':>8s} {'vs default':>10s}  tokens  max |dlogit|")
+    print(f"{'variant':44s} {'P50 ms':>8s} {'P95 ms':>8s} {'vs default':>10s} {'TB/s':>5s}  tokens  max |dlogit|")
     for name, r in sorted(rows.items(), key=lambda kv: kv[1].get("p50_ms", math.inf)):
         if "error" in r:
             print(f"{name:44s} FAILED {r['error']}")
             continue
         ratio = f"{r['p50_ms'] / default:10.3f}" if default else f"{'-':>10s}"
         same = "same" if r["same_tokens_as_default"] and r["same_tokens_every_launch"] else "DIFFER"
-        print(f"{name:44s} {r['p50_ms']:8.3f} {r['p95_ms']:8.3f} {ratio}  {same:6s}  "
+        print(f"{name:44s} {r['p50_ms']:8.3f} {r['p95_ms']:8.3f} {ratio} {r['weight_tb_per_s_at_p50']:5.2f}  {same:6s}  "
               f"{r['max_abs_logit_diff_vs_default']:.3g}")
 
 
