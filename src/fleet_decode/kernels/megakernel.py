@@ -505,6 +505,7 @@ def speed_variants(n_prompt: int, n_tokens: int) -> dict[str, Variant]:
         "attn_chunk=32": Variant({"attn_chunk": 32}),
         f"max_positions={fit}": Variant({"max_positions": fit}),
         f"attn_chunk=32 max_positions={fit}": Variant(short),
+        f"attn_chunk=16 max_positions={fit}": Variant({"attn_chunk": 16, "max_positions": fit}),
         "task_overhead=1024": Variant({"task_overhead": 1024}),
         "task_overhead=32768": Variant({"task_overhead": 32768}),
         "combined": Variant(short, Tuning(prefetch=best_guess, poll_every=32)),
