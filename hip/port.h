@@ -130,6 +130,40 @@ __device__ __forceinline__ fd_vec16 fd_load_stream16(const void* p) {
   return v;
 }
 
+// L2 prefetch hints (the runtime's wait loop: weights stream in while a dependency is pending).
+// Hints only: they load nothing into registers and never change a result. On NVIDIA, L2 is the
+// point of coherence, so a line prefetched before another block writes it is never read stale.
+// fd_prefetch_l2 fetches the 128-byte line holding p (p must lie inside an allocation);
+// fd_prefetch_l2_bulk asks the TMA unit (sm_90) for `bytes` bytes from p in one instruction
+// (p 16-byte aligned, bytes a multiple of 16). HIP has no L2-only prefetch: both are no-ops there.
+constexpr int kPrefetchLine = 128;
+
+__device__ __forceinline__ void fd_prefetch_l2(const void* p) {
+#if FD_CUDA
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+#else
+  (void)p;
+#endif
+}
+
+__device__ __forceinline__ void fd_prefetch_l2_bulk(const void* p, uint32_t bytes) {
+#if FD_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
+// True where fd_prefetch_l2_bulk does something (sm_90 and later); elsewhere callers use lines.
+__device__ __forceinline__ bool fd_has_bulk_prefetch() {
+#if FD_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  return true;
+#else
+  return false;
+#endif
+}
+
 // Activations (written earlier by another task, re-read by many blocks): a plain cached load.
 __device__ __forceinline__ fd_vec16 fd_load16(const void* p) {
   return *static_cast<const fd_vec16*>(p);

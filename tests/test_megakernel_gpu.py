@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from fleet_decode.graph import build_graph
-from fleet_decode.kernels.megakernel import Megakernel, WatchdogTimeout
+from fleet_decode.kernels.megakernel import PREFETCH_BITS, Megakernel, Tuning, WatchdogTimeout, prefetch_mode
 from fleet_decode.model import Reference, load_model, prompt_ids
 from fleet_decode.model.reference import Route
 
@@ -126,6 +126,22 @@ def test_decode_is_deterministic(prompt, megakernel):
     second = megakernel.decode(prompt, 4)
     assert first.tokens == second.tokens
     for a, b in zip(first.logits, second.logits):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("bulk", [False, True])
+def test_prefetch_and_sparse_polling_change_no_bit_of_the_output(prompt, megakernel, bulk):
+    # Prefetches are hints and polling only changes when a wait notices its counter: same graph, so
+    # the same additions in the same order, so bit-identical logits.
+    plain = megakernel.decode(prompt, 4)
+    names = [n for n in PREFETCH_BITS if bulk or n != "bulk"]
+    megakernel.tuning = Tuning(prefetch=prefetch_mode(*names), prefetch_kib=256, poll_every=32)
+    try:
+        tuned = megakernel.decode(prompt, 4)
+    finally:
+        megakernel.tuning = Tuning()
+    assert tuned.tokens == plain.tokens
+    for a, b in zip(tuned.logits, plain.logits):
         assert torch.equal(a, b)
 
 

@@ -61,6 +61,27 @@ constexpr int FD_ADD_ORDER_WORDS = 4;
 
 constexpr int kRuntimeThreads = 256;
 
+// prefetch: per task FD_PREFETCH_RANGES ranges of [source, byte begin, bytes, row bytes] (int64),
+// host-computed (fleet_decode.kernels.prefetch): source >= 0 a weight slot, <= -2 the buffer
+// -2 - source, -1 unused. row bytes > 0 marks an MLA cache range starting at row begin / row bytes:
+// only rows below the step's position (filled before the step) are fetched.
+// prefetch_routes: per task [route_idx buffer, top-k slot, bytes per expert, router event] (int64),
+// -1s unless the task reads a routed expert; then its ranges are offsets inside the chosen expert,
+// which is known (and its ranges fetched) only once the router's event has fired this step.
+constexpr int FD_PREFETCH_RANGES = 4;
+constexpr int FD_PREFETCH_WORDS = 4;
+constexpr int FD_PREFETCH_ROUTE_WORDS = 4;
+// prefetch_mode bits (a launch argument; 0 = no prefetch, the behaviour before it existed).
+enum fd_prefetch_bit {
+  FD_PREFETCH_THIS = 1,  // before waiting for a task's inputs, prefetch its own static ranges
+  FD_PREFETCH_NEXT = 2,  // ... and the static ranges of the worker's next task
+  FD_PREFETCH_BULK = 4,  // one bulk (TMA) prefetch per 64 KiB instead of one per 128-byte line
+  FD_PREFETCH_ROUTED = 8,  // routed-expert tiles too, where the router has fired by then
+  FD_PREFETCH_AFTER_WAIT = 16,  // once a task's inputs are ready, the next task's ranges (overlaps its run)
+  FD_PREFETCH_ALL_BITS = 31,
+};
+constexpr long long kBulkPrefetchPiece = 64 * 1024;
+
 struct fd_runtime_args {
   const int* blob;
   void* const* buffers;      // N_BUFFERS device pointers
@@ -75,6 +96,11 @@ struct fd_runtime_args {
   int pos0;
   int n_steps;
   unsigned long long timeout_ticks;
+  const long long* prefetch;  // [N_TASKS][FD_PREFETCH_RANGES][FD_PREFETCH_WORDS]
+  const long long* prefetch_routes;  // [N_TASKS][FD_PREFETCH_ROUTE_WORDS]
+  int prefetch_mode;          // fd_prefetch_bit flags
+  long long prefetch_bytes;   // at most this many bytes per task prefetched (L2 holds ~50 MB for all workers)
+  int poll_every;             // counter polls between two looks at the abort flag and the clock
 };
 
 __device__ __forceinline__ float fd_header_f32(const int* h, int word) { return __int_as_float(h[word]); }
@@ -88,6 +114,11 @@ __device__ bool fd_wait_counter(const fd_runtime_args& a, const int* counter, in
   if (value >= target) return true;
   const unsigned long long start = fd_wall_ticks();
   while (true) {
+    // The abort flag and the clock are two more memory/clock reads per poll: look at them only
+    // every poll_every polls, so the spin mostly watches the one counter.
+    for (int k = 1; k < a.poll_every; ++k) {
+      if (fd_load_acquire(counter) >= target) return true;
+    }
     value = fd_load_acquire(counter);
     if (value >= target) return true;
     if (fd_load_acquire(a.error + FD_ERR_ABORT)) return false;
@@ -104,6 +135,46 @@ __device__ bool fd_wait_counter(const fd_runtime_args& a, const int* counter, in
       fd_store_release(a.error + FD_ERR_ABORT, 1);
       return false;
     }
+  }
+}
+
+// The whole block issues L2 prefetches of task t's ranges (hints: nothing waits for them). pos: the
+// step's position; cache rows from pos on are not filled yet and are skipped.
+__device__ void fd_prefetch_task(const fd_runtime_args& a, const int* h, int t, int step) {
+  const int pos = a.pos0 + step;
+  const long long* route = a.prefetch_routes + static_cast<size_t>(t) * FD_PREFETCH_ROUTE_WORDS;
+  long long expert_offset = 0;
+  if (route[0] >= 0) {  // a routed-expert tile: only once this step's route is out
+    if (!(a.prefetch_mode & FD_PREFETCH_ROUTED)) return;
+    const int event = static_cast<int>(route[3]);
+    const int* events = h + h[FD_H_EVENTS_AT];
+    if (fd_load_acquire(a.counters + event) < events[event * FD_EVENT_WORDS + FD_E_TRIGGERS] * (step + 1)) return;
+    const int expert = static_cast<const int*>(a.buffers[route[0]])[route[1]];
+    if (expert < 0 || expert >= h[FD_H_N_EXPERTS]) return;
+    expert_offset = expert * route[2];
+  }
+  const long long* r = a.prefetch + static_cast<size_t>(t) * FD_PREFETCH_RANGES * FD_PREFETCH_WORDS;
+  const bool bulk = (a.prefetch_mode & FD_PREFETCH_BULK) && fd_has_bulk_prefetch();
+  long long budget = a.prefetch_bytes;
+  for (int k = 0; k < FD_PREFETCH_RANGES && budget > 0; ++k, r += FD_PREFETCH_WORDS) {
+    const long long source = r[0], begin = r[1], row_bytes = r[3];
+    if (source == -1) continue;
+    long long bytes = min(r[2], budget);
+    if (row_bytes > 0) bytes = min(bytes, max(0LL, (pos - begin / row_bytes) * row_bytes));
+    if (bytes <= 0) continue;
+    budget -= bytes;
+    const char* base =
+        static_cast<const char*>(source >= 0 ? a.weights[source] : a.buffers[-2 - source]) + expert_offset + begin;
+    if (bulk && (reinterpret_cast<uintptr_t>(base) % 16) == 0 && bytes % 16 == 0) {
+      for (long long off = threadIdx.x * kBulkPrefetchPiece; off < bytes; off += blockDim.x * kBulkPrefetchPiece)
+        fd_prefetch_l2_bulk(base + off, static_cast<uint32_t>(min(kBulkPrefetchPiece, bytes - off)));
+      continue;
+    }
+    // One address per 128-byte line the range touches, each inside [base, base + bytes).
+    const uintptr_t first_line = reinterpret_cast<uintptr_t>(base) & ~static_cast<uintptr_t>(kPrefetchLine - 1);
+    const uintptr_t end = reinterpret_cast<uintptr_t>(base) + bytes;
+    for (uintptr_t line = first_line + threadIdx.x * kPrefetchLine; line < end; line += blockDim.x * kPrefetchLine)
+      fd_prefetch_l2(reinterpret_cast<const void*>(max(line, reinterpret_cast<uintptr_t>(base))));
   }
 }
 
@@ -244,6 +315,8 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_runtime_a
       const int t = list[i];
       const int* rec = tasks + static_cast<size_t>(t) * FD_TASK_WORDS;
       const int* order = a.add_order + t * FD_ADD_ORDER_WORDS;
+      if (a.prefetch_mode & FD_PREFETCH_THIS) fd_prefetch_task(a, h, t, step);
+      if ((a.prefetch_mode & FD_PREFETCH_NEXT) && i + 1 < last) fd_prefetch_task(a, h, list[i + 1], step);
       if (threadIdx.x == 0) {
         bool ok = true;
         for (int j = 0; ok && j < rec[FD_T_N_INPUTS]; ++j) {
@@ -256,6 +329,7 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_runtime_a
       }
       __syncthreads();
       if (!proceed) return;
+      if ((a.prefetch_mode & FD_PREFETCH_AFTER_WAIT) && i + 1 < last) fd_prefetch_task(a, h, list[i + 1], step);
       const bool adds = rec[FD_T_KIND] == FD_KIND_DOWN_ACCUM || rec[FD_T_KIND] == FD_KIND_EXPERT_DOWN_ACCUM;
       float* into = order[0] >= 0 ? a.partials + order[3] : adds ? fd_accumulated(a, rec) : nullptr;
       fd_run_task(a, h, rec, step, into, fd_smem);
@@ -290,19 +364,27 @@ FD_EXPORT int fd_megakernel_threads() { return kRuntimeThreads; }
 FD_EXPORT int fd_megakernel_smem_bytes() { return FD_RUNTIME_SMEM_BYTES; }
 FD_EXPORT int fd_megakernel_error_words() { return FD_ERR_WORDS; }
 FD_EXPORT int fd_megakernel_add_order_words() { return FD_ADD_ORDER_WORDS; }
+FD_EXPORT int fd_megakernel_prefetch_ranges() { return FD_PREFETCH_RANGES; }
+FD_EXPORT int fd_megakernel_prefetch_words() { return FD_PREFETCH_WORDS; }
+FD_EXPORT int fd_megakernel_prefetch_route_words() { return FD_PREFETCH_ROUTE_WORDS; }
 FD_EXPORT double fd_megakernel_ticks_per_second() { return fd_wall_ticks_per_second(); }
 
 FD_EXPORT int fd_megakernel_launch(const int* blob, int n_workers, void* const* buffers, const void* const* weights,
                                    int* counters, int* arrivals, const int* add_order, float* partials, int* error,
                                    int partial_row, unsigned long long* step_ticks, int pos0, int n_steps,
-                                   double timeout_seconds,
-                                   void* stream) {
+                                   double timeout_seconds, const long long* prefetch,
+                                   const long long* prefetch_routes, int prefetch_mode, long long prefetch_bytes,
+                                   int poll_every, void* stream) {
   if (n_workers <= 0 || n_steps <= 0 || pos0 < 0 || partial_row <= 0 || !(timeout_seconds > 0)) return -1;
+  if (prefetch_mode < 0 || prefetch_mode > FD_PREFETCH_ALL_BITS || (prefetch_mode && !(prefetch && prefetch_routes)) ||
+      prefetch_bytes < 0 || poll_every < 1)
+    return -1;
   const fd_error_t attr = fd_set_max_dynamic_smem(reinterpret_cast<const void*>(&fd_megakernel), FD_RUNTIME_SMEM_BYTES);
   if (attr != fd_success) return static_cast<int>(attr);
   fd_runtime_args a{blob,     buffers,    weights,    counters, arrivals, add_order,
                     partials, partial_row, error,    step_ticks, pos0, n_steps,
-                    static_cast<unsigned long long>(timeout_seconds * fd_wall_ticks_per_second())};
+                    static_cast<unsigned long long>(timeout_seconds * fd_wall_ticks_per_second()),
+                    prefetch, prefetch_routes, prefetch_mode, prefetch_bytes, poll_every};
   void* args[] = {&a};
   return static_cast<int>(fd_launch_cooperative(reinterpret_cast<const void*>(&fd_megakernel), dim3(n_workers),
                                                 dim3(kRuntimeThreads), args, FD_RUNTIME_SMEM_BYTES,

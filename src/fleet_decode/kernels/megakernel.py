@@ -10,6 +10,7 @@ in ONE launch.
     out, ref = Megakernel(model, layers=[1]).run_layer(prompt_ids(1024))   # M2
 
     python -m fleet_decode.kernels.megakernel --tokens 32 --out mk.json   # on a GPU host: checks + timings
+    python -m fleet_decode.kernels.megakernel --sweep --out sweep.json   # speed variants side by side
 
 It is also the pipeline's `gpu` backend: build, check_task_kinds, simulate_layer and simulate below
 follow the simulator's calls (fleet_decode.sim) one for one.
@@ -21,7 +22,7 @@ import json
 import math
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import torch
@@ -30,14 +31,42 @@ from fleet_decode.graph import Plan, build_graph, default_plan
 from fleet_decode.graph.format import ACCUMULATES, OPERANDS, DType, Kind
 from fleet_decode.kernels import library
 from fleet_decode.kernels.build import build as build_kernels
+from fleet_decode.kernels import prefetch as prefetch_tables
 from fleet_decode.model.reference import Reference, softmax_scale
 from fleet_decode.sim.decode import weight_table
 
-P, I, D = ctypes.c_void_p, ctypes.c_int, ctypes.c_double
+P, I, D, L = ctypes.c_void_p, ctypes.c_int, ctypes.c_double, ctypes.c_longlong
 MAX_ATTN_CHUNK = 64  # kMaxChunk of hip/tasks/attention_chunk.cu
 MAX_MERGE_CHUNKS = 1024  # kMaxChunks of hip/tasks/attention_merge.cu
 COMPILED_DIMS = dict(n_heads=16, kv_rank=512, qk_rope=64, qk_nope=128, v_head=128)  # hip/tasks/common.h
 ERROR_FIELDS = ("flag", "worker", "task", "event", "counter", "target", "step", "kind", "abort")
+
+
+PREFETCH_BITS = {  # fd_prefetch_bit
+    "this": 1,  # before waiting for a task's inputs, its own ranges
+    "next": 2,  # ... and the ranges of the worker's next task
+    "bulk": 4,  # bulk (TMA, sm_90) prefetches of 64 KiB instead of one per 128-byte line
+    "routed": 8,  # routed-expert tiles too, once the router has fired
+    "after_wait": 16,  # once a task's inputs are ready, the next task's ranges (overlapping the run)
+}
+
+
+def prefetch_mode(*names: str) -> int:
+    return sum(PREFETCH_BITS[n] for n in names)
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """Launch-time knobs of the runtime (no rebuild of the graph; docs/megakernel.md "Speed").
+    The defaults are the runtime as first measured."""
+    # L2 prefetch, sums of PREFETCH_BITS (hip/runtime/megakernel.cu fd_prefetch_bit); 0: none
+    prefetch: int = 0
+    prefetch_kib: int = 512  # at most this much of one task's ranges (132 workers share ~50 MB of L2)
+    poll_every: int = 1  # counter polls between two looks at the watchdog's abort flag and clock
+
+    def __post_init__(self):
+        if not 0 <= self.prefetch < 2 * max(PREFETCH_BITS.values()) or self.prefetch_kib < 0 or self.poll_every < 1:
+            raise ValueError(f"bad tuning {self}")
 
 
 class MegakernelError(RuntimeError):
@@ -119,8 +148,10 @@ def _check_graph(graph, n_sm):
 class Megakernel:
     """One graph (the whole model, or a run of layers) resident on the GPU with its buffers."""
 
-    def __init__(self, hf_model, plan: Plan | None = None, layers=None, graph=None, lib=None):
+    def __init__(self, hf_model, plan: Plan | None = None, layers=None, graph=None, lib=None,
+                 tuning: Tuning = Tuning()):
         self.model, config = hf_model, hf_model.config
+        self.tuning = tuning
         self.device = next(hf_model.parameters()).device
         if self.device.type != "cuda":
             raise MegakernelError(f"the model is on {self.device}; the megakernel needs it on a GPU")
@@ -141,6 +172,9 @@ class Megakernel:
                                         device=self.device)
         order, n_groups, n_scratch, self.partial_row = add_order(self.graph)
         self.add_order = torch.from_numpy(order).to(self.device)
+        ranges, routes = prefetch_tables.prefetch_table(self.graph)
+        self.prefetch_ranges = torch.from_numpy(ranges).to(self.device)
+        self.prefetch_routes = torch.from_numpy(routes).to(self.device)
         self.counters = torch.zeros(len(self.graph.events), dtype=torch.int32, device=self.device)
         self.arrivals = torch.zeros(max(1, n_groups), dtype=torch.int32, device=self.device)
         self.partials = torch.zeros(max(1, n_scratch), dtype=torch.float32, device=self.device)
@@ -161,8 +195,17 @@ class Megakernel:
 
     def _load(self, lib):
         handle = (lib or library.load()).lib
-        handle.fd_megakernel_launch.argtypes = [P, I, P, P, P, P, P, P, P, I, P, I, I, D, P]
+        handle.fd_megakernel_launch.argtypes = [P, I, P, P, P, P, P, P, P, I, P, I, I, D, P, P, I, L, I, P]
         handle.fd_megakernel_launch.restype = I
+        try:
+            compiled = (handle.fd_megakernel_prefetch_ranges(), handle.fd_megakernel_prefetch_words(),
+                        handle.fd_megakernel_prefetch_route_words())
+        except AttributeError:  # a library built before the prefetch table existed
+            compiled = None
+        if compiled != (prefetch_tables.RANGES, prefetch_tables.WORDS, prefetch_tables.ROUTE_WORDS):
+            raise MegakernelError(f"the runtime's prefetch table is {compiled}, the host's "
+                                  f"{(prefetch_tables.RANGES, prefetch_tables.WORDS, prefetch_tables.ROUTE_WORDS)}: "
+                                  f"rebuild (python -m fleet_decode.kernels.build)")
         handle.fd_megakernel_ticks_per_second.restype = D
         return handle
 
@@ -193,6 +236,8 @@ class Megakernel:
             self.blob.data_ptr(), len(self.graph.workers), self.buffer_ptrs.data_ptr(), self.weight_ptrs.data_ptr(),
             self.counters.data_ptr(), self.arrivals.data_ptr(), self.add_order.data_ptr(), self.partials.data_ptr(),
             self.error.data_ptr(), self.partial_row, self.step_ticks.data_ptr(), pos0, n_steps, float(timeout_s),
+            self.prefetch_ranges.data_ptr(), self.prefetch_routes.data_ptr(), self.tuning.prefetch,
+            self.tuning.prefetch_kib * 1024, self.tuning.poll_every,
             torch.cuda.current_stream(self.device).cuda_stream)
         if code != 0:
             raise MegakernelError(f"fd_megakernel_launch: {self.lib.fd_error_string(code).decode()} ({code})")
@@ -217,16 +262,27 @@ class Megakernel:
     @torch.no_grad()
     def decode(self, prompt_ids, n_tokens: int, timeout_s: float = 1.0) -> DecodeResult:
         """HF prefill of prompt_ids, then n_tokens greedy steps in ONE launch."""
-        c = self.graph.constants
-        if not c.has_head:
+        self.prefill(prompt_ids)
+        return self.generate(len(prompt_ids), n_tokens, timeout_s)
+
+    @torch.no_grad()
+    def prefill(self, prompt_ids):
+        """HF prefill of prompt_ids into the graph's cache, and its greedy token as tokens[0]."""
+        if not self.graph.constants.has_head:
             raise MegakernelError("decode needs the whole-model graph (layers=None); use run_layer for a layer graph")
         n_prompt = len(prompt_ids)
         ref = Reference(self.model, max_positions=n_prompt + 1)
         first = int(ref.prefill(prompt_ids).argmax())
         self.fill_cache(ref, n_prompt)
         del ref
+        self.buffer("tokens")[0] = first
+
+    @torch.no_grad()
+    def generate(self, n_prompt: int, n_tokens: int, timeout_s: float = 1.0) -> DecodeResult:
+        """n_tokens greedy steps in ONE launch after prefill() of n_prompt tokens (repeatable: each
+        launch rewrites the cache rows and tokens it decodes)."""
+        c = self.graph.constants
         tokens = self.buffer("tokens")
-        tokens[0] = first
         seconds = self.launch(n_prompt, n_tokens, timeout_s)
         logits = self.buffer("logits").view(c.max_steps, c.vocab)
         last = [self.buffer(f"h.{l + 1}").clone() for l in range(c.n_layers)]
@@ -422,13 +478,119 @@ def measure(source: str, n_prompt: int, n_tokens: int) -> dict:
     return out
 
 
+@dataclass(frozen=True)
+class Variant:
+    plan: dict = field(default_factory=dict)  # default_plan overrides (a new graph)
+    tuning: Tuning = Tuning()  # launch arguments (same graph)
+
+
+def speed_variants(n_prompt: int, n_tokens: int) -> dict[str, Variant]:
+    """What `--sweep` times (docs/megakernel.md "Speed" has the predictions). The riskiest (bulk
+    prefetch) last, so a fault there costs no other variant its number."""
+    fit = math.ceil((n_prompt + n_tokens) / 64) * 64  # the cache rows one launch needs, in whole chunks
+    pf = prefetch_mode
+    best_guess = pf("this", "next", "routed")
+    short = {"attn_chunk": 32, "max_positions": fit}
+    return {
+        "default": Variant(),
+        "prefetch this": Variant(tuning=Tuning(prefetch=pf("this"))),
+        "prefetch this+next": Variant(tuning=Tuning(prefetch=pf("this", "next"))),
+        "prefetch this+routed": Variant(tuning=Tuning(prefetch=pf("this", "routed"))),
+        "prefetch this+next+routed": Variant(tuning=Tuning(prefetch=best_guess)),
+        "prefetch this+routed+after_wait": Variant(tuning=Tuning(prefetch=pf("this", "routed", "after_wait"))),
+        "prefetch this+next+routed+after_wait": Variant(tuning=Tuning(prefetch=best_guess | pf("after_wait"))),
+        "prefetch this+next+routed 256 KiB": Variant(tuning=Tuning(prefetch=best_guess, prefetch_kib=256)),
+        "prefetch this+next+routed 2 MiB": Variant(tuning=Tuning(prefetch=best_guess, prefetch_kib=2048)),
+        "poll_every=32": Variant(tuning=Tuning(poll_every=32)),
+        "attn_chunk=32": Variant({"attn_chunk": 32}),
+        f"max_positions={fit}": Variant({"max_positions": fit}),
+        f"attn_chunk=32 max_positions={fit}": Variant(short),
+        f"attn_chunk=16 max_positions={fit}": Variant({"attn_chunk": 16, "max_positions": fit}),
+        "task_overhead=1024": Variant({"task_overhead": 1024}),
+        "task_overhead=32768": Variant({"task_overhead": 32768}),
+        "combined": Variant(short, Tuning(prefetch=best_guess, poll_every=32)),
+        "combined+after_wait": Variant(short, Tuning(prefetch=best_guess | pf("after_wait"), poll_every=32)),
+        "prefetch this+next+routed+bulk": Variant(tuning=Tuning(prefetch=best_guess | pf("bulk"))),
+        "combined+bulk": Variant(short, Tuning(prefetch=best_guess | pf("bulk"), poll_every=32)),
+    }
+
+
+@torch.no_grad()
+def sweep(source: str, n_prompt: int, n_tokens: int, variants: dict | None = None, launches: int = 3) -> dict:
+    """Times every variant: `launches` launches of n_tokens steps each, P50 over the steps >= 2 of all
+    of them, and checks its tokens (and, for the default's graph, its logits bit for bit) against the
+    default's. One prefill per graph; a variant that fails is recorded and the sweep goes on."""
+    from fleet_decode.graph.counts import graph_counts
+    from fleet_decode.model import load_model, prompt_ids
+
+    model = load_model(source, dtype=torch.bfloat16, device="cuda")
+    prompt = prompt_ids(n_prompt, vocab_size=model.config.vocab_size)
+    n_sm = torch.cuda.get_device_properties(0).multi_processor_count
+    variants = variants or speed_variants(n_prompt, n_tokens)
+    graphs: dict[tuple, Megakernel] = {}
+    rows, baseline = {}, None
+    for name, variant in variants.items():
+        started = time.perf_counter()
+        try:
+            key = tuple(sorted(variant.plan.items()))
+            if key not in graphs:
+                graphs[key] = Megakernel(model, plan=default_plan(model.config, workers=n_sm, **variant.plan))
+                graphs[key].prefill(prompt)
+            mk = graphs[key]
+            mk.tuning = variant.tuning
+            results = [mk.generate(n_prompt, n_tokens) for _ in range(launches)]
+        except Exception as err:  # noqa: BLE001 -- one broken variant must not cost the others their numbers
+            rows[name] = {"error": f"{type(err).__name__}: {err}"}
+            continue
+        steady = sorted(t for r in results for t in r.step_seconds[2:])
+        weight_bytes = graph_counts(mk.graph)["weight_bytes_per_token_total"]
+        first = results[0]
+        if baseline is None:
+            baseline = first
+        rows[name] = {
+            "p50_ms": steady[len(steady) // 2] * 1e3, "p95_ms": steady[int(0.95 * (len(steady) - 1))] * 1e3,
+            "weight_tb_per_s_at_p50": weight_bytes / steady[len(steady) // 2] / 1e12,
+            "p50_ms_per_launch": [_p50_ms(r.step_seconds) for r in results],
+            "same_tokens_as_default": first.tokens == baseline.tokens,
+            "same_tokens_every_launch": all(r.tokens == first.tokens for r in results),
+            "max_abs_logit_diff_vs_default": max(float((a - b).abs().max()) for a, b in zip(first.logits, baseline.logits)),
+            "tasks": len(mk.graph.tasks), "plan": variant.plan, "tuning": asdict(variant.tuning),
+            "seconds": time.perf_counter() - started,
+        }
+    return {"source": source, "prompt": n_prompt, "tokens": n_tokens, "launches": launches, "sm": n_sm,
+            "variants": rows}
+
+
+def print_sweep(result: dict):
+    rows = result["variants"]
+    default = rows.get("default", {}).get("p50_ms")
+    print(f"{'variant':44s} {'P50 ms':>8s} {'P95 ms':>8s} {'vs default':>10s} {'TB/s':>5s}  tokens  max |dlogit|")
+    for name, r in sorted(rows.items(), key=lambda kv: kv[1].get("p50_ms", math.inf)):
+        if "error" in r:
+            print(f"{name:44s} FAILED {r['error']}")
+            continue
+        ratio = f"{r['p50_ms'] / default:10.3f}" if default else f"{'-':>10s}"
+        same = "same" if r["same_tokens_as_default"] and r["same_tokens_every_launch"] else "DIFFER"
+        print(f"{name:44s} {r['p50_ms']:8.3f} {r['p95_ms']:8.3f} {ratio} {r['weight_tb_per_s_at_p50']:5.2f}  {same:6s}  "
+              f"{r['max_abs_logit_diff_vs_default']:.3g}")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="random:deepseek-coder-v2-lite")
     parser.add_argument("--prompt", type=int, default=1024)
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--out", help="write the numbers as JSON here")
+    parser.add_argument("--sweep", action="store_true",
+                        help="only time the speed variants (speed_variants) side by side, sorted by P50")
     args = parser.parse_args(argv)
+    if args.sweep:
+        result = sweep(args.model, args.prompt, args.tokens)
+        if args.out:
+            with open(args.out, "w") as f:
+                f.write(json.dumps(result, indent=1, default=str) + "\n")
+        print_sweep(result)
+        return 0
     result = measure(args.model, args.prompt, args.tokens)
     if args.out:
         with open(args.out, "w") as f:
