@@ -24,6 +24,7 @@ with Milestone("bench", "bench", "bench/bench.json", args) as m:
     result = bench.run_bench(
         model, prompt_lengths=tuple(lengths), decode_tokens=m.params["decode_tokens"],
         runs=m.params.get("bench_runs", 3), device=m.device(), model_source=m.params["model"],
+        time_budget_s=m.params.get("bench_time_budget_s"),
         megakernel=backend.bench_contender(model) if on_gpu else None,
         contenders=bench.STEP_CONTENDERS if on_gpu else CPU_CONTENDERS)
     headline = bench.headline(result, prompt_length=m.params["prompt_tokens"])
