@@ -12,4 +12,4 @@ with Milestone("m0_build", "M0", "m0/build.json", args) as m:
     m.metrics["backend"] = backend.name
     m.metrics["build"] = backend.build()
     if backend.name == "gpu":
-        m.gate("binary_built", bool(m.metrics["build"].get("sha256")), "==", True)
+        m.gate("binary_built", bool(m.metrics["build"].get("library_sha256")), "==", True)

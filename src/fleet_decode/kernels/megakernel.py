@@ -58,9 +58,10 @@ def prefetch_mode(*names: str) -> int:
 @dataclass(frozen=True)
 class Tuning:
     """Launch-time knobs of the runtime (no rebuild of the graph; docs/megakernel.md "Speed").
-    The defaults are the runtime as first measured."""
+    The defaults are the fastest of the H200 sweep (docs/measurements/megakernel-h200-sweep1.json):
+    prefetching a task's own ranges before waiting took 3.96 ms to 3.80 ms per token."""
     # L2 prefetch, sums of PREFETCH_BITS (hip/runtime/megakernel.cu fd_prefetch_bit); 0: none
-    prefetch: int = 0
+    prefetch: int = 1  # PREFETCH_BITS["this"]
     prefetch_kib: int = 512  # at most this much of one task's ranges (132 workers share ~50 MB of L2)
     poll_every: int = 1  # counter polls between two looks at the watchdog's abort flag and clock
 
@@ -346,8 +347,24 @@ def simulate_layer(hf_model, prompt_ids, layer: int, workers=None, schedule=None
     return Megakernel(hf_model, plan=plan, layers=[layer]).run_layer(prompt_ids)
 
 
+# The H200 sweep's fastest tiling (docs/measurements/megakernel-h200-sweep1.json): attention
+# chunks of 32 positions over a cache no longer than the decode needs (3.96 -> 3.78 ms per token).
+DECODE_ATTN_CHUNK = 32
+CACHE_ROUNDING = 64
+
+
+def decode_plan(config, n_positions: int, workers: int) -> Plan:
+    """The plan for decoding n_positions (prompt + tokens + 1): a cache of just that many rows
+    (rounded up), since empty rows still cost attention-chunk tasks, and 32-position chunks."""
+    rows = -(-n_positions // CACHE_ROUNDING) * CACHE_ROUNDING
+    return default_plan(config, workers=workers, max_positions=rows, attn_chunk=DECODE_ATTN_CHUNK)
+
+
 def simulate(hf_model, prompt_ids, n_tokens: int, workers=None, schedule=None, seed=0, plan=None) -> DecodeResult:
     """M3 / M4 / bench through the megakernel: n_tokens greedy steps in one launch."""
+    if plan is None:
+        n_sm = torch.cuda.get_device_properties(next(hf_model.parameters()).device).multi_processor_count
+        plan = decode_plan(hf_model.config, len(prompt_ids) + n_tokens + 1, n_sm)
     return Megakernel(hf_model, plan=plan).decode(prompt_ids, n_tokens)
 
 
@@ -492,8 +509,9 @@ def speed_variants(n_prompt: int, n_tokens: int) -> dict[str, Variant]:
     best_guess = pf("this", "next", "routed")
     short = {"attn_chunk": 32, "max_positions": fit}
     return {
-        "default": Variant(),
-        "prefetch this": Variant(tuning=Tuning(prefetch=pf("this"))),
+        "default": Variant(),  # Tuning() prefetches "this" since sweep 1
+        "no prefetch": Variant(tuning=Tuning(prefetch=0)),
+        f"decode_plan (attn_chunk=32 max_positions={fit}) + prefetch this": Variant(short),
         "prefetch this+next": Variant(tuning=Tuning(prefetch=pf("this", "next"))),
         "prefetch this+routed": Variant(tuning=Tuning(prefetch=pf("this", "routed"))),
         "prefetch this+next+routed": Variant(tuning=Tuning(prefetch=best_guess)),
