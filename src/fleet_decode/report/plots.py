@@ -41,9 +41,10 @@ def token_latency(docs):
         for name, entry in entries.items():
             first_run = entry["step_ms"][0]
             ax.plot(range(len(first_run)), first_run, marker="o", label=f"{host} {name}")
-    ax.set(xlabel="decode step (first run)", ylabel="ms per token", title="Per-token latency")
+    # contenders differ by 10-20x: on a linear axis the fastest ones are a flat line at zero
+    ax.set(xlabel="decode step (first run)", ylabel="ms per token (log)", title="Per-token latency", yscale="log")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
     return _svg(fig)
 
 
@@ -82,14 +83,17 @@ def baselines(docs):
     benches = _bench_at_headline(docs)
     if not benches:
         return None
-    fig, ax = plt.subplots(figsize=(6, 3.2))
     labels, values = [], []
     for host, (_, entries) in benches.items():
         for name, entry in entries.items():
-            labels.append(f"{host}\n{name}")
+            labels.append(f"{host} {name}")
             values.append(entry["p50_ms"])
-    ax.bar(labels, values)
-    ax.set(ylabel="ms per token (p50, steps >= 2)", title="Contenders")
+    fig, ax = plt.subplots(figsize=(6, 0.6 + 0.32 * len(labels)))
+    ax.barh(labels, values)  # horizontal: the contenders' names stay readable
+    for y, value in enumerate(values):
+        ax.annotate(f"{value:.3g}", (value, y), xytext=(3, 0), textcoords="offset points", va="center", fontsize=7)
+    ax.set(xlabel="ms per token (p50, steps >= 2; log)", title="Contenders", xscale="log")
+    ax.invert_yaxis()
     return _svg(fig)
 
 
