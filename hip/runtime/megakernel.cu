@@ -81,6 +81,10 @@ enum fd_prefetch_bit {
   FD_PREFETCH_ALL_BITS = 31,
 };
 constexpr long long kBulkPrefetchPiece = 64 * 1024;
+// trace (optional): per step and task, thread 0's wall clock (port.h; 32 ns ticks on the H200)
+// when the task is reached, when its inputs are ready (after the barrier) and after its signal.
+// Off (nullptr) it costs one branch per task.
+enum fd_trace_word { FD_TR_REACHED = 0, FD_TR_READY = 1, FD_TR_DONE = 2, FD_TRACE_WORDS = 3 };
 
 struct fd_runtime_args {
   const int* blob;
@@ -101,7 +105,12 @@ struct fd_runtime_args {
   int prefetch_mode;          // fd_prefetch_bit flags
   long long prefetch_bytes;   // at most this many bytes per task prefetched (L2 holds ~50 MB for all workers)
   int poll_every;             // counter polls between two looks at the abort flag and the clock
+  unsigned long long* trace;  // nullptr, or [n_steps][N_TASKS][FD_TRACE_WORDS]
 };
+
+__device__ __forceinline__ void fd_trace_mark(unsigned long long* tr, int word) {
+  if (tr != nullptr) tr[word] = fd_wall_ticks();
+}
 
 __device__ __forceinline__ float fd_header_f32(const int* h, int word) { return __int_as_float(h[word]); }
 
@@ -315,6 +324,11 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_runtime_a
       const int t = list[i];
       const int* rec = tasks + static_cast<size_t>(t) * FD_TASK_WORDS;
       const int* order = a.add_order + t * FD_ADD_ORDER_WORDS;
+      unsigned long long* tr =
+          a.trace != nullptr && threadIdx.x == 0
+              ? a.trace + (static_cast<size_t>(step) * h[FD_H_N_TASKS] + t) * FD_TRACE_WORDS
+              : nullptr;
+      fd_trace_mark(tr, FD_TR_REACHED);
       if (a.prefetch_mode & FD_PREFETCH_THIS) fd_prefetch_task(a, h, t, step);
       if ((a.prefetch_mode & FD_PREFETCH_NEXT) && i + 1 < last) fd_prefetch_task(a, h, list[i + 1], step);
       if (threadIdx.x == 0) {
@@ -329,6 +343,7 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_runtime_a
       }
       __syncthreads();
       if (!proceed) return;
+      fd_trace_mark(tr, FD_TR_READY);
       if ((a.prefetch_mode & FD_PREFETCH_AFTER_WAIT) && i + 1 < last) fd_prefetch_task(a, h, list[i + 1], step);
       const bool adds = rec[FD_T_KIND] == FD_KIND_DOWN_ACCUM || rec[FD_T_KIND] == FD_KIND_EXPERT_DOWN_ACCUM;
       float* into = order[0] >= 0 ? a.partials + order[3] : adds ? fd_accumulated(a, rec) : nullptr;
@@ -352,6 +367,7 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_runtime_a
         fd_fence_device();
         if (rec[FD_T_OUT_EVENT] >= 0) fd_atomic_add_release(a.counters + rec[FD_T_OUT_EVENT], 1);
         if (rec[FD_T_KIND] == FD_KIND_ARGMAX) a.step_ticks[step + 1] = fd_wall_ticks();
+        fd_trace_mark(tr, FD_TR_DONE);
       }
     }
   }
@@ -367,6 +383,7 @@ FD_EXPORT int fd_megakernel_add_order_words() { return FD_ADD_ORDER_WORDS; }
 FD_EXPORT int fd_megakernel_prefetch_ranges() { return FD_PREFETCH_RANGES; }
 FD_EXPORT int fd_megakernel_prefetch_words() { return FD_PREFETCH_WORDS; }
 FD_EXPORT int fd_megakernel_prefetch_route_words() { return FD_PREFETCH_ROUTE_WORDS; }
+FD_EXPORT int fd_megakernel_trace_words() { return FD_TRACE_WORDS; }
 FD_EXPORT double fd_megakernel_ticks_per_second() { return fd_wall_ticks_per_second(); }
 
 FD_EXPORT int fd_megakernel_launch(const int* blob, int n_workers, void* const* buffers, const void* const* weights,
@@ -374,7 +391,7 @@ FD_EXPORT int fd_megakernel_launch(const int* blob, int n_workers, void* const* 
                                    int partial_row, unsigned long long* step_ticks, int pos0, int n_steps,
                                    double timeout_seconds, const long long* prefetch,
                                    const long long* prefetch_routes, int prefetch_mode, long long prefetch_bytes,
-                                   int poll_every, void* stream) {
+                                   int poll_every, unsigned long long* trace, void* stream) {
   if (n_workers <= 0 || n_steps <= 0 || pos0 < 0 || partial_row <= 0 || !(timeout_seconds > 0)) return -1;
   if (prefetch_mode < 0 || prefetch_mode > FD_PREFETCH_ALL_BITS || (prefetch_mode && !(prefetch && prefetch_routes)) ||
       prefetch_bytes < 0 || poll_every < 1)
@@ -384,7 +401,7 @@ FD_EXPORT int fd_megakernel_launch(const int* blob, int n_workers, void* const* 
   fd_runtime_args a{blob,     buffers,    weights,    counters, arrivals, add_order,
                     partials, partial_row, error,    step_ticks, pos0, n_steps,
                     static_cast<unsigned long long>(timeout_seconds * fd_wall_ticks_per_second()),
-                    prefetch, prefetch_routes, prefetch_mode, prefetch_bytes, poll_every};
+                    prefetch, prefetch_routes, prefetch_mode, prefetch_bytes, poll_every, trace};
   void* args[] = {&a};
   return static_cast<int>(fd_launch_cooperative(reinterpret_cast<const void*>(&fd_megakernel), dim3(n_workers),
                                                 dim3(kRuntimeThreads), args, FD_RUNTIME_SMEM_BYTES,

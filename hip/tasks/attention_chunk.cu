@@ -25,8 +25,11 @@ __device__ void fd_task_attention_chunk(const float* q_lat, const Act* q_pe, con
   float* prob_s = q_pe_s + kHeads * kRope;         // [kHeads][kMaxChunk]
   const int t1 = min(t_end, n_pos);
   const int len = max(0, t1 - t_begin);
+  // q (36 KB, just written by other workers: an L2 round trip) with all of a thread's loads in flight.
+#pragma unroll 8
   for (int i = threadIdx.x; i < kHeads * kLatent / 4; i += blockDim.x)
     reinterpret_cast<float4*>(q_lat_s)[i] = reinterpret_cast<const float4*>(q_lat)[i];
+#pragma unroll 4
   for (int i = threadIdx.x; i < kHeads * kRope; i += blockDim.x) q_pe_s[i] = fd_to_float(q_pe[i]);
   __syncthreads();
 
@@ -108,7 +111,7 @@ __device__ void fd_task_attention_chunk(const float* q_lat, const Act* q_pe, con
   const int cv = threadIdx.x % kLatVec, group = threadIdx.x / kLatVec, groups = blockDim.x / kLatVec;
   for (int h0 = group * kHeadsPerPass; group < groups && h0 < kHeads; h0 += groups * kHeadsPerPass) {
     float acc[kHeadsPerPass][8] = {};
-#pragma unroll 4
+#pragma unroll 8
     for (int t = 0; t < len; ++t) {
       float kv[8];
       fd_unpack8(fd_load16(ckv_cache + static_cast<size_t>(t_begin + t) * kLatent + cv * kVecElems), kv);

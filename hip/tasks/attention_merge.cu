@@ -8,14 +8,22 @@
 #include "common.h"
 
 constexpr int kMaxChunks = 1024;
+// The weighted sum splits the chunks over kMergeSlices groups of threads (one float4 of columns
+// per thread), so every thread's loads are independent and all in flight at once; the groups'
+// sums meet in shared memory in a fixed order.
+constexpr int kLatVec4 = kLatent / 4;
+constexpr int kMergeMaxSlices = 4;
 
 __host__ __device__ constexpr int fd_attention_merge_smem_bytes(int heads_in_tile) {
-  return kMaxChunks * 4 + heads_in_tile * kLatent * 4;
+  return (kMaxChunks + kMergeMaxSlices * kLatent + heads_in_tile * kLatent) * 4;
 }
 
 __device__ void fd_task_attention_merge(const float* part_m, const float* part_l, int ml_stride, const float* part_o,
                                         int n_chunks, int head_begin, int head_end, float* out, void* smem) {
   float* weight_s = static_cast<float*>(smem);  // [n_chunks]: e^(m_c - M)
+  float4* slice_s = reinterpret_cast<float4*>(weight_s + kMaxChunks);  // [slices][kLatVec4]
+  const int slices = min(kMergeMaxSlices, static_cast<int>(blockDim.x) / kLatVec4);
+  const int cv = threadIdx.x % kLatVec4, slice = threadIdx.x / kLatVec4;
   for (int h = head_begin; h < head_end; ++h) {
     float m = -INFINITY;
     for (int c = threadIdx.x; c < n_chunks; c += blockDim.x) m = fmaxf(m, part_m[(c * kHeads + h) * ml_stride]);
@@ -28,15 +36,30 @@ __device__ void fd_task_attention_merge(const float* part_m, const float* part_l
       l += w * l_c;
     }
     const float inv_l = 1.f / fd_block_sum(l);  // fd_block_sum's barrier also publishes weight_s
-    for (int col = threadIdx.x; col < kLatent; col += blockDim.x) {
-      float acc = 0.f;
-#pragma unroll 8
-      for (int c = 0; c < n_chunks; ++c)
-        if (weight_s[c] != 0.f)
-          acc = fmaf(weight_s[c], part_o[(static_cast<size_t>(c) * kHeads + h) * kLatent + col], acc);
-      out[(h - head_begin) * kLatent + col] = acc * inv_l;
+    if (slice < slices) {
+      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+      const float4* o = reinterpret_cast<const float4*>(part_o) + static_cast<size_t>(h) * kLatVec4 + cv;
+#pragma unroll 16
+      for (int c = slice; c < n_chunks; c += slices) {
+        // Loaded whatever the weight (a select, not a branch, so the loads stay independent); an
+        // empty chunk (w = 0) contributes nothing, whatever its o holds.
+        const float4 v = o[static_cast<size_t>(c) * kHeads * kLatVec4];
+        const float w = weight_s[c];
+        const bool live = w != 0.f;
+        acc.x = fmaf(w, live ? v.x : 0.f, acc.x);
+        acc.y = fmaf(w, live ? v.y : 0.f, acc.y);
+        acc.z = fmaf(w, live ? v.z : 0.f, acc.z);
+        acc.w = fmaf(w, live ? v.w : 0.f, acc.w);
+      }
+      slice_s[slice * kLatVec4 + cv] = acc;
     }
-    __syncthreads();  // weight_s is rewritten for the next head; out is complete
+    __syncthreads();
+    for (int col = threadIdx.x; col < kLatent; col += blockDim.x) {
+      float sum = 0.f;
+      for (int k = 0; k < slices; ++k) sum += reinterpret_cast<const float*>(slice_s)[k * kLatent + col];
+      out[(h - head_begin) * kLatent + col] = sum * inv_l;
+    }
+    __syncthreads();  // weight_s and slice_s are rewritten for the next head; out is complete
   }
 }
 
@@ -44,7 +67,7 @@ template <class Act>
 __device__ void fd_task_attention_merge_uv(const float* part_m, const float* part_l, int ml_stride,
                                            const float* part_o, int n_chunks, const fd_bf16* kv_b, int head_begin,
                                            int head_end, Act* attn_out, void* smem) {
-  float* lat_s = static_cast<float*>(smem) + kMaxChunks;  // out_lat of the tile's heads
+  float* lat_s = static_cast<float*>(smem) + kMaxChunks + kMergeMaxSlices * kLatent;  // out_lat of the tile's heads
   fd_task_attention_merge(part_m, part_l, ml_stride, part_o, n_chunks, head_begin, head_end, lat_s, smem);
   fd_wuv_rows(lat_s, head_begin, kv_b, head_begin * kVHead, head_end * kVHead, attn_out);
 }

@@ -210,8 +210,9 @@ __device__ __forceinline__ void fd_gemv_rows(const fd_bf16* W, int n, const XT* 
 // W_UV rows [row_begin, row_end) of the 2048-vector attn_out (row r = h*kVHead + d):
 // attn_out[r] = W_UV[h][d] . out_lat[h], W_UV[h] = rows h*256+128 .. h*256+255 of kv_b_proj.weight.
 // lat_s holds out_lat of heads head_first.. (fp32, shared memory). Stored as Act (bf16: HF's
-// attention output is bf16). Four rows of one head per warp pass; row_begin a multiple of 4.
-constexpr int kWuvRowsPerPass = 4;
+// attention output is bf16). Eight rows of one head per warp pass (a 512-wide row is only two
+// 16-byte loads per lane, so eight rows keep sixteen loads in flight); row_begin a multiple of 8.
+constexpr int kWuvRowsPerPass = 8;
 
 template <class Act>
 __device__ __forceinline__ void fd_wuv_rows(const float* lat_s, int head_first, const fd_bf16* kv_b, int row_begin,

@@ -22,7 +22,7 @@ import json
 import math
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 import torch
@@ -39,6 +39,7 @@ P, I, D, L = ctypes.c_void_p, ctypes.c_int, ctypes.c_double, ctypes.c_longlong
 MAX_ATTN_CHUNK = 64  # kMaxChunk of hip/tasks/attention_chunk.cu
 MAX_MERGE_CHUNKS = 1024  # kMaxChunks of hip/tasks/attention_merge.cu
 COMPILED_DIMS = dict(n_heads=16, kv_rank=512, qk_rope=64, qk_nope=128, v_head=128)  # hip/tasks/common.h
+TRACE_WORDS = 3  # fd_trace_word: wall ticks when reached, ready, done
 ERROR_FIELDS = ("flag", "worker", "task", "event", "counter", "target", "step", "kind", "abort")
 
 
@@ -196,12 +197,14 @@ class Megakernel:
 
     def _load(self, lib):
         handle = (lib or library.load()).lib
-        handle.fd_megakernel_launch.argtypes = [P, I, P, P, P, P, P, P, P, I, P, I, I, D, P, P, I, L, I, P]
+        handle.fd_megakernel_launch.argtypes = [P, I, P, P, P, P, P, P, P, I, P, I, I, D, P, P, I, L, I, P, P]
         handle.fd_megakernel_launch.restype = I
         try:
             compiled = (handle.fd_megakernel_prefetch_ranges(), handle.fd_megakernel_prefetch_words(),
                         handle.fd_megakernel_prefetch_route_words())
         except AttributeError:  # a library built before the prefetch table existed
+            compiled = None
+        if not hasattr(handle, "fd_megakernel_trace_words"):  # a library built before the trace existed
             compiled = None
         if compiled != (prefetch_tables.RANGES, prefetch_tables.WORDS, prefetch_tables.ROUTE_WORDS):
             raise MegakernelError(f"the runtime's prefetch table is {compiled}, the host's "
@@ -222,13 +225,18 @@ class Megakernel:
             self.buffer(f"L{layer}.kpe").view(c.max_positions, -1)[:n_prompt] = ref.kpe[layer, :n_prompt]
 
     # ------------------------------------------------------------------ the launch
-    def launch(self, pos0: int, n_steps: int, timeout_s: float = 1.0) -> float:
+    def launch(self, pos0: int, n_steps: int, timeout_s: float = 1.0, trace: torch.Tensor | None = None) -> float:
         """Runs n_steps steps at positions pos0.. in one launch; returns its seconds (host clock).
-        Raises WatchdogTimeout naming the stuck task if any wait outlasts timeout_s."""
+        Raises WatchdogTimeout naming the stuck task if any wait outlasts timeout_s. trace: None, or
+        an int64 tensor [n_steps, tasks, TRACE_WORDS] the runtime fills (fleet_decode.kernels.trace)."""
         c = self.graph.constants
         if n_steps > c.max_steps or pos0 + n_steps > c.max_positions:
             raise MegakernelError(f"{n_steps} steps from position {pos0} exceed the graph's {c.max_steps} steps "
                                   f"/ {c.max_positions} positions")
+        if trace is not None and (trace.dtype != torch.int64 or trace.device != self.device or not trace.is_contiguous()
+                                  or trace.numel() < n_steps * len(self.graph.tasks) * TRACE_WORDS):
+            raise MegakernelError(f"the trace must be a contiguous int64 tensor on {self.device} of at least "
+                                  f"{n_steps} x {len(self.graph.tasks)} x {TRACE_WORDS} elements")
         for t in (self.counters, self.arrivals, self.partials, self.error, self.step_ticks):
             t.zero_()
         torch.cuda.synchronize(self.device)
@@ -238,7 +246,7 @@ class Megakernel:
             self.counters.data_ptr(), self.arrivals.data_ptr(), self.add_order.data_ptr(), self.partials.data_ptr(),
             self.error.data_ptr(), self.partial_row, self.step_ticks.data_ptr(), pos0, n_steps, float(timeout_s),
             self.prefetch_ranges.data_ptr(), self.prefetch_routes.data_ptr(), self.tuning.prefetch,
-            self.tuning.prefetch_kib * 1024, self.tuning.poll_every,
+            self.tuning.prefetch_kib * 1024, self.tuning.poll_every, None if trace is None else trace.data_ptr(),
             torch.cuda.current_stream(self.device).cuda_stream)
         if code != 0:
             raise MegakernelError(f"fd_megakernel_launch: {self.lib.fd_error_string(code).decode()} ({code})")
@@ -279,12 +287,12 @@ class Megakernel:
         self.buffer("tokens")[0] = first
 
     @torch.no_grad()
-    def generate(self, n_prompt: int, n_tokens: int, timeout_s: float = 1.0) -> DecodeResult:
+    def generate(self, n_prompt: int, n_tokens: int, timeout_s: float = 1.0, trace=None) -> DecodeResult:
         """n_tokens greedy steps in ONE launch after prefill() of n_prompt tokens (repeatable: each
-        launch rewrites the cache rows and tokens it decodes)."""
+        launch rewrites the cache rows and tokens it decodes). trace: as launch()."""
         c = self.graph.constants
         tokens = self.buffer("tokens")
-        seconds = self.launch(n_prompt, n_tokens, timeout_s)
+        seconds = self.launch(n_prompt, n_tokens, timeout_s, trace)
         logits = self.buffer("logits").view(c.max_steps, c.vocab)
         last = [self.buffer(f"h.{l + 1}").clone() for l in range(c.n_layers)]
         return DecodeResult(
@@ -347,15 +355,16 @@ def simulate_layer(hf_model, prompt_ids, layer: int, workers=None, schedule=None
     return Megakernel(hf_model, plan=plan, layers=[layer]).run_layer(prompt_ids)
 
 
-# The H200 sweep's fastest tiling (docs/measurements/megakernel-h200-sweep1.json): attention
-# chunks of 32 positions over a cache no longer than the decode needs (3.96 -> 3.78 ms per token).
-DECODE_ATTN_CHUNK = 32
+# The H200 sweeps' fastest tiling (docs/measurements/megakernel-h200-sweep{1,2}.json): a cache no
+# longer than the decode needs (sweep 1: 3.96 -> 3.78 ms per token with 32-position chunks) and,
+# once the merge read its partials all at once, 16-position chunks (sweep 2: 3.68 -> 3.54 ms).
+DECODE_ATTN_CHUNK = 16
 CACHE_ROUNDING = 64
 
 
 def decode_plan(config, n_positions: int, workers: int) -> Plan:
     """The plan for decoding n_positions (prompt + tokens + 1): a cache of just that many rows
-    (rounded up), since empty rows still cost attention-chunk tasks, and 32-position chunks."""
+    (rounded up), since empty rows still cost attention-chunk tasks, and DECODE_ATTN_CHUNK-position chunks."""
     rows = -(-n_positions // CACHE_ROUNDING) * CACHE_ROUNDING
     return default_plan(config, workers=workers, max_positions=rows, attn_chunk=DECODE_ATTN_CHUNK)
 
@@ -502,34 +511,16 @@ class Variant:
 
 
 def speed_variants(n_prompt: int, n_tokens: int) -> dict[str, Variant]:
-    """What `--sweep` times (docs/megakernel.md "Speed" has the predictions). The riskiest (bulk
-    prefetch) last, so a fault there costs no other variant its number."""
-    fit = math.ceil((n_prompt + n_tokens) / 64) * 64  # the cache rows one launch needs, in whole chunks
-    pf = prefetch_mode
-    best_guess = pf("this", "next", "routed")
-    short = {"attn_chunk": 32, "max_positions": fit}
+    """What `--sweep` times, each a change to decode_plan() and Tuning() (docs/megakernel.md "Speed";
+    sweep 1's list, on default_plan(), is in docs/measurements/megakernel-h200-sweep1.json)."""
     return {
-        "default": Variant(),  # Tuning() prefetches "this" since sweep 1
+        "default": Variant(),  # decode_plan + Tuning(): 16-position chunks, cache sized to the decode, prefetch this
         "no prefetch": Variant(tuning=Tuning(prefetch=0)),
-        f"decode_plan (attn_chunk=32 max_positions={fit}) + prefetch this": Variant(short),
-        "prefetch this+next": Variant(tuning=Tuning(prefetch=pf("this", "next"))),
-        "prefetch this+routed": Variant(tuning=Tuning(prefetch=pf("this", "routed"))),
-        "prefetch this+next+routed": Variant(tuning=Tuning(prefetch=best_guess)),
-        "prefetch this+routed+after_wait": Variant(tuning=Tuning(prefetch=pf("this", "routed", "after_wait"))),
-        "prefetch this+next+routed+after_wait": Variant(tuning=Tuning(prefetch=best_guess | pf("after_wait"))),
-        "prefetch this+next+routed 256 KiB": Variant(tuning=Tuning(prefetch=best_guess, prefetch_kib=256)),
-        "prefetch this+next+routed 2 MiB": Variant(tuning=Tuning(prefetch=best_guess, prefetch_kib=2048)),
-        "poll_every=32": Variant(tuning=Tuning(poll_every=32)),
         "attn_chunk=32": Variant({"attn_chunk": 32}),
-        f"max_positions={fit}": Variant({"max_positions": fit}),
-        f"attn_chunk=32 max_positions={fit}": Variant(short),
-        f"attn_chunk=16 max_positions={fit}": Variant({"attn_chunk": 16, "max_positions": fit}),
-        "task_overhead=1024": Variant({"task_overhead": 1024}),
+        "attn_chunk=64": Variant({"attn_chunk": 64}),
+        "heads_per_tile=2": Variant({"heads_per_tile": 2}),
         "task_overhead=32768": Variant({"task_overhead": 32768}),
-        "combined": Variant(short, Tuning(prefetch=best_guess, poll_every=32)),
-        "combined+after_wait": Variant(short, Tuning(prefetch=best_guess | pf("after_wait"), poll_every=32)),
-        "prefetch this+next+routed+bulk": Variant(tuning=Tuning(prefetch=best_guess | pf("bulk"))),
-        "combined+bulk": Variant(short, Tuning(prefetch=best_guess | pf("bulk"), poll_every=32)),
+        "poll_every=32": Variant(tuning=Tuning(poll_every=32)),
     }
 
 
@@ -552,7 +543,8 @@ def sweep(source: str, n_prompt: int, n_tokens: int, variants: dict | None = Non
         try:
             key = tuple(sorted(variant.plan.items()))
             if key not in graphs:
-                graphs[key] = Megakernel(model, plan=default_plan(model.config, workers=n_sm, **variant.plan))
+                plan = replace(decode_plan(model.config, n_prompt + n_tokens + 1, n_sm), **variant.plan)
+                graphs[key] = Megakernel(model, plan=plan)
                 graphs[key].prefill(prompt)
             mk = graphs[key]
             mk.tuning = variant.tuning

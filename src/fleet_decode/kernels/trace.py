@@ -1,0 +1,143 @@
+"""Where a megakernel step's time goes: one traced launch (every task's wall clock when
+reached, ready and done; hip/runtime/megakernel.cu `trace`), summarised per task kind and per
+stage of a layer.
+
+    PYTHONPATH=src python3 -m fleet_decode.kernels.trace --out trace.json     # on a GPU host
+
+Per stage the summary gives, averaged over the MoE layers and the steady steps: when the stage's
+first task could start (inputs ready) and when its last task signalled, both relative to the
+layer's input event; the gaps between those are the chain's round trips and its slowest tiles.
+"""
+
+import argparse
+import json
+import re
+import sys
+
+import numpy as np
+
+from fleet_decode.graph.format import Kind
+
+from fleet_decode.kernels.megakernel import TRACE_WORDS
+
+REACHED, READY, DONE = 0, 1, 2  # fd_trace_word
+
+
+def times_ns(raw: np.ndarray, ticks_per_second: float) -> np.ndarray:
+    """raw wall ticks [steps, tasks, 3] -> ns from the launch's first mark (a task not run this
+    launch keeps its zeros, which no summary reads: every task runs once per step)."""
+    ticks = raw.astype(np.float64)
+    return (ticks - ticks[ticks > 0].min()) * (1e9 / ticks_per_second)
+
+
+def _stage(event_name: str) -> str:
+    return re.sub(r"^L\d+\.", "", event_name)
+
+
+def summarise(graph, times: np.ndarray, steps) -> dict:
+    """Per kind and per layer stage, from aligned times [steps, tasks, 3] (ns)."""
+    tasks, events = graph.tasks, graph.events
+    steps = list(steps)
+    t = times[steps]
+    run = t[..., DONE] - t[..., READY]
+    wait = t[..., READY] - t[..., REACHED]
+    step_ns = np.array([t[i, :, DONE].max() - t[i, :, REACHED].min() for i in range(len(steps))])
+    kinds = {}
+    for kind in sorted({tk.kind for tk in tasks}):
+        idx = [i for i, tk in enumerate(tasks) if tk.kind == kind]
+        kinds[Kind(kind).name] = {
+            "tasks_per_step": len(idx), "run_us_mean": float(run[:, idx].mean() / 1e3),
+            "run_us_max": float(run[:, idx].max(axis=1).mean() / 1e3),
+            "wait_us_mean": float(wait[:, idx].mean() / 1e3),
+            "busy_share": float(run[:, idx].sum() / run.sum()),
+        }
+    by_event: dict[int, list[int]] = {}
+    for i, tk in enumerate(tasks):
+        by_event.setdefault(tk.out_event, []).append(i)
+    fire = np.stack([t[:, by_event[e], DONE].max(axis=1) if e in by_event else np.full(len(steps), np.nan)
+                     for e in range(len(events))], axis=1)  # [steps, events]
+    first_ready = np.stack([t[:, by_event[e], READY].min(axis=1) if e in by_event else np.full(len(steps), np.nan)
+                            for e in range(len(events))], axis=1)
+    names = [ev.name for ev in events]
+    index = {n: i for i, n in enumerate(names)}
+    c = graph.constants
+    stages: dict[str, dict[str, list[float]]] = {}
+    layer_ns = []
+    for layer in range(c.first_layer, c.first_layer + c.n_layers):
+        if f"L{layer}.router" not in index:
+            continue  # the dense layer has other stages
+        start = index["embed"] if layer == 0 else index.get(f"L{layer - 1}.out")
+        if start is None:
+            continue
+        t0 = fire[:, start]
+        layer_ns.append(fire[:, index[f"L{layer}.out"]] - t0)
+        for e, ev in enumerate(events):
+            if ev.layer != layer or e not in by_event:
+                continue
+            s = stages.setdefault(_stage(ev.name), {"ready": [], "fired": []})
+            s["ready"].append(first_ready[:, e] - t0)
+            s["fired"].append(fire[:, e] - t0)
+    stage_rows = {name: {"first_ready_us": float(np.mean(v["ready"]) / 1e3), "fired_us": float(np.mean(v["fired"]) / 1e3)}
+                  for name, v in stages.items()}
+    stage_rows = dict(sorted(stage_rows.items(), key=lambda kv: kv[1]["fired_us"]))
+    workers = len(graph.workers)
+    return {
+        "steps": steps, "step_us_median": float(np.median(step_ns) / 1e3),
+        "moe_layer_us_mean": float(np.mean(layer_ns) / 1e3) if layer_ns else None,
+        "busy_share_of_workers": float(run.sum(axis=1).mean() / (workers * step_ns.mean())),
+        "kinds": kinds, "moe_layer_stages": stage_rows,
+    }
+
+
+def print_summary(s: dict):
+    print(f"step {s['step_us_median']:.1f} us (median of steps {s['steps'][0]}..{s['steps'][-1]}); MoE layer "
+          f"{s['moe_layer_us_mean']:.1f} us; workers busy {100 * s['busy_share_of_workers']:.1f} % of the time")
+    print(f"{'kind':22s} {'tasks':>6s} {'run us':>8s} {'max us':>8s} {'wait us':>8s} {'busy %':>7s}")
+    for kind, r in s["kinds"].items():
+        print(f"{kind:22s} {r['tasks_per_step']:6d} {r['run_us_mean']:8.2f} {r['run_us_max']:8.2f} "
+              f"{r['wait_us_mean']:8.2f} {100 * r['busy_share']:7.1f}")
+    print(f"{'MoE layer stage':28s} {'first ready us':>14s} {'fired us':>9s}")
+    for name, r in s["moe_layer_stages"].items():
+        print(f"{name:28s} {r['first_ready_us']:14.2f} {r['fired_us']:9.2f}")
+
+
+def main(argv=None) -> int:
+    import torch
+
+    from fleet_decode.kernels.megakernel import Megakernel, Tuning, decode_plan
+    from fleet_decode.model import load_model, prompt_ids
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="random:deepseek-coder-v2-lite")
+    parser.add_argument("--prompt", type=int, default=1024)
+    parser.add_argument("--tokens", type=int, default=32)
+    parser.add_argument("--prefetch", type=int, default=Tuning().prefetch, help="Tuning.prefetch bits")
+    parser.add_argument("--out", help="write the summary as JSON here")
+    parser.add_argument("--raw", help="write the raw trace (numpy .npz) here")
+    args = parser.parse_args(argv)
+    model = load_model(args.model, dtype=torch.bfloat16, device="cuda")
+    prompt = prompt_ids(args.prompt, vocab_size=model.config.vocab_size)
+    n_sm = torch.cuda.get_device_properties(0).multi_processor_count
+    mk = Megakernel(model, plan=decode_plan(model.config, args.prompt + args.tokens + 1, n_sm),
+                    tuning=Tuning(prefetch=args.prefetch))
+    mk.prefill(prompt)
+    plain = mk.generate(args.prompt, args.tokens)
+    trace = torch.zeros(args.tokens, len(mk.graph.tasks), TRACE_WORDS, dtype=torch.int64, device="cuda")
+    traced = mk.generate(args.prompt, args.tokens, trace=trace)
+    raw = trace.cpu().numpy()
+    summary = summarise(mk.graph, times_ns(raw, mk.lib.fd_megakernel_ticks_per_second()), range(2, args.tokens))
+    steady = sorted(plain.step_seconds[2:])
+    summary.update(untraced_p50_us=steady[len(steady) // 2] * 1e6, same_tokens_traced=traced.tokens == plain.tokens,
+                   plan=str(mk.plan), tuning=str(mk.tuning))
+    print(f"untraced P50 {summary['untraced_p50_us']:.1f} us; traced tokens equal: {summary['same_tokens_traced']}")
+    print_summary(summary)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(json.dumps(summary, indent=1) + "\n")
+    if args.raw:
+        np.savez_compressed(args.raw, raw=raw[:4])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

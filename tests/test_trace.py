@@ -1,0 +1,53 @@
+"""CPU checks of the megakernel trace's host side (fleet_decode.kernels.trace): ticks to nanoseconds,
+and the summary's stages follow the graph's dependency chain on a synthetic schedule."""
+import numpy as np
+import pytest
+
+from fleet_decode.graph import Plan, build_graph
+from fleet_decode.graph.format import Kind
+from fleet_decode.kernels.trace import summarise, times_ns
+from fleet_decode.model import get_config
+
+
+def test_ticks_become_nanoseconds_from_the_first_mark():
+    raw = np.array([[[500, 700, 900], [0, 0, 0]], [[1100, 1300, 1700], [0, 0, 0]]], dtype=np.int64)
+    ns = times_ns(raw, ticks_per_second=1e8)  # AMD's 100 MHz real-time clock: 10 ns a tick
+    assert ns[0, 0].tolist() == [0.0, 2000.0, 4000.0] and ns[1, 0, 2] == 12000.0
+
+
+def _schedule(graph, steps, run_ns):
+    """Greedy replay: each task starts once its lag-0 inputs have fired and its worker is free."""
+    owner = {t: w for w, tasks in enumerate(graph.workers) for t in tasks}
+    times = np.zeros((steps, len(graph.tasks), 3))
+    free = np.zeros(len(graph.workers))
+    for s in range(steps):
+        fired = np.zeros(len(graph.events))
+        for i, t in enumerate(graph.tasks):
+            w = owner[i]
+            reached = free[w]
+            ready = max([reached, *(fired[e] for e, lag in t.inputs if lag == 0)])
+            done = ready + run_ns(t)
+            times[s, i] = (reached, ready, done)
+            free[w] = done
+            fired[t.out_event] = max(fired[t.out_event], done)
+    return times
+
+
+def test_summary_stages_follow_the_dependency_chain():
+    graph = build_graph(get_config("deepseek-coder-v2-lite"), Plan(workers=16, max_positions=128, max_steps=4),
+                        layers=[0, 1, 2])
+    times = _schedule(graph, 3, lambda t: 5000.0 if t.kind == Kind.ROUTER else 1000.0)
+    s = summarise(graph, times, range(1, 3))
+    stages = s["moe_layer_stages"]
+    order = list(stages)
+    for before, after in [("q_proj", "q_absorb"), ("q_absorb", "attn_chunk"), ("attn_chunk", "attn_merge"),
+                          ("attn_merge", "o_proj"), ("o_proj", "router"), ("router", "expert_gate_up.0"),
+                          ("expert_gate_up.0", "out")]:
+        assert order.index(before) < order.index(after), (before, after)
+        assert stages[after]["first_ready_us"] >= stages[before]["fired_us"] - 1e-9 or after == "out"
+    # the router's 5 us run sits between o_proj firing and the routed experts becoming ready
+    assert stages["expert_gate_up.0"]["first_ready_us"] - stages["o_proj"]["fired_us"] == pytest.approx(5.0)
+    assert stages["out"]["fired_us"] == pytest.approx(s["moe_layer_us_mean"])
+    assert sum(k["busy_share"] for k in s["kinds"].values()) == pytest.approx(1.0)
+    assert s["kinds"]["ROUTER"]["tasks_per_step"] == 2 and s["kinds"]["ROUTER"]["run_us_mean"] == pytest.approx(5.0)
+    assert 0 < s["busy_share_of_workers"] < 1
