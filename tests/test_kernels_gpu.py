@@ -9,7 +9,7 @@ from fleet_decode.kernels.library import KernelError, load
 pytestmark = pytest.mark.gpu
 
 BF16_KINDS = {"embed", "rmsnorm_gemv", "rope_cache", "q_absorb", "rope_q_absorb", "attention_chunk", "attention_merge",
-              "attention_merge_uv", "wuv_oproj", "router_topk", "expert_gate_up", "expert_gate_up:shared",
+              "attention_merge_uv", "wuv_oproj", "router_topk", "router_tiles", "expert_gate_up", "expert_gate_up:shared",
               "expert_gate_up:dense", "expert_down", "expert_down:dense", "lm_head", "argmax"}
 KINDS = BF16_KINDS | {kind + ":f32" for kind in BF16_KINDS - {"q_absorb", "attention_merge", "argmax"}} \
     | {"down_accum:f32"}
@@ -36,7 +36,7 @@ def test_every_task_kernel_matches_its_reference(results):
 
 def test_kernels_are_deterministic(lib, results):
     # Every kind but the atomic adds (down_accum), whose order of additions varies by design.
-    again = check_all(seed=1, lib=lib, kinds=["expert_down", "lm_head", "attention_chunk", "router_topk"])
+    again = check_all(seed=1, lib=lib, kinds=["expert_down", "lm_head", "attention_chunk", "router_topk", "router_tiles"])
     for kind, r in again.items():
         assert r["max_abs"] == results[kind]["max_abs"], kind
 

@@ -13,7 +13,7 @@ EPS = 1e-6
 SMALL = Shapes(hidden=128, heads=2, kv_lora=32, rope=8, nope=16, v_head=16, experts=8, top_k=2, moe_inter=32,
                shared_inter=64, dense_inter=96, vocab=500, cache_len=40, n_pos=37, chunk_len=8)
 BF16_KINDS = {"embed", "rmsnorm_gemv", "rope_cache", "q_absorb", "rope_q_absorb", "attention_chunk", "attention_merge",
-              "attention_merge_uv", "wuv_oproj", "router_topk", "expert_gate_up", "expert_gate_up:shared",
+              "attention_merge_uv", "wuv_oproj", "router_topk", "router_tiles", "expert_gate_up", "expert_gate_up:shared",
               "expert_gate_up:dense", "expert_down", "expert_down:dense", "lm_head", "argmax"}
 KINDS = BF16_KINDS | {kind + ":f32" for kind in BF16_KINDS - {"q_absorb", "attention_merge", "argmax"}} \
     | {"down_accum:f32"}
@@ -100,6 +100,17 @@ class TorchTaskKernels:
     def router_topk(self, x, norm_weight, eps, w_router, top_k, routed_scaling, probs, topk_idx, topk_weight,
                     threads=256):
         p = torch.softmax(w_router @ rms_norm(x, norm_weight), -1)
+        chosen = sorted(sorted(range(p.numel()), key=lambda e: (-p[e].item(), e))[:top_k])
+        probs.copy_(p)
+        topk_idx.copy_(torch.tensor(chosen, dtype=torch.int32))
+        topk_weight.copy_(p[chosen] * routed_scaling)
+
+    def router_tiles(self, x, norm_weight, eps, w_router, rows_per_tile, top_k, routed_scaling, logits, probs,
+                     topk_idx, topk_weight):
+        xn = rms_norm(x, norm_weight)
+        for e0 in range(0, w_router.shape[0], rows_per_tile):
+            logits[e0:e0 + rows_per_tile] = w_router[e0:e0 + rows_per_tile] @ xn
+        p = torch.softmax(logits, -1)
         chosen = sorted(sorted(range(p.numel()), key=lambda e: (-p[e].item(), e))[:top_k])
         probs.copy_(p)
         topk_idx.copy_(torch.tensor(chosen, dtype=torch.int32))
@@ -200,6 +211,13 @@ class ExpertsInDescendingOrder(TorchTaskKernels):
         topk_weight.copy_(topk_weight.flip(0))
 
 
+class RouterSkipsLastTile(TorchTaskKernels):
+    def router_tiles(self, x, norm_weight, eps, w_router, rows_per_tile, top_k, routed_scaling, logits, probs,
+                     topk_idx, topk_weight):
+        super().router_tiles(x, norm_weight, eps, w_router[:-rows_per_tile], rows_per_tile, top_k, routed_scaling,
+                             logits[:-rows_per_tile], probs[:-rows_per_tile], topk_idx, topk_weight)
+
+
 class OverwritesInsteadOfAdding(TorchTaskKernels):
     def down_accum(self, down_w, expert_stride, expert_idx, expert_weight, act, h_out, rows_per_tile):
         h_out.zero_()
@@ -213,6 +231,7 @@ class OverwritesInsteadOfAdding(TorchTaskKernels):
     (LastIndexOnTies, "argmax"),
     (RoundsFp32ToBf16, "expert_gate_up:f32"),
     (ExpertsInDescendingOrder, "router_topk"),
+    (RouterSkipsLastTile, "router_tiles"),
     (OverwritesInsteadOfAdding, "down_accum:f32"),
 ])
 def test_harness_fails_a_planted_bug(model, kind):

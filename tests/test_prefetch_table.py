@@ -54,7 +54,7 @@ def test_a_gemv_stage_prefetches_its_matrix_exactly_once(graph_and_tables):
 
 def test_only_routed_expert_tasks_wait_for_the_router(graph_and_tables):
     graph, ranges, routes = graph_and_tables
-    router = next(t for t in graph.tasks if t.kind == Kind.ROUTER and t.layer == 1)
+    router = next(t for t in graph.tasks if t.kind == Kind.ROUTE_TOPK and t.layer == 1)
     for i, t in enumerate(graph.tasks):
         if t.kind in (Kind.EXPERT_GATE_UP, Kind.EXPERT_DOWN_ACCUM):
             assert routes[i].tolist()[:2] == [router.buffers[1], t.slot]

@@ -36,18 +36,20 @@ def _schedule(graph, steps, run_ns):
 def test_summary_stages_follow_the_dependency_chain():
     graph = build_graph(get_config("deepseek-coder-v2-lite"), Plan(workers=16, max_positions=128, max_steps=4),
                         layers=[0, 1, 2])
-    times = _schedule(graph, 3, lambda t: 5000.0 if t.kind == Kind.ROUTER else 1000.0)
+    times = _schedule(graph, 3, lambda t: 5000.0 if t.kind == Kind.ROUTE_TOPK else 1000.0)
     s = summarise(graph, times, range(1, 3))
     stages = s["moe_layer_stages"]
     order = list(stages)
     for before, after in [("q_proj", "q_absorb"), ("q_absorb", "attn_chunk"), ("attn_chunk", "attn_merge"),
-                          ("attn_merge", "o_proj"), ("o_proj", "router"), ("router", "expert_gate_up.0"),
+                          ("attn_merge", "o_proj"), ("o_proj", "router"), ("router", "route_topk"),
+                          ("route_topk", "expert_gate_up.0"),
                           ("expert_gate_up.0", "out")]:
         assert order.index(before) < order.index(after), (before, after)
         assert stages[after]["first_ready_us"] >= stages[before]["fired_us"] - 1e-9 or after == "out"
-    # the router's 5 us run sits between o_proj firing and the routed experts becoming ready
-    assert stages["expert_gate_up.0"]["first_ready_us"] - stages["o_proj"]["fired_us"] == pytest.approx(5.0)
+    # the top-k's 5 us run sits between the router tiles firing and the routed experts becoming ready
+    assert stages["expert_gate_up.0"]["first_ready_us"] - stages["router"]["fired_us"] == pytest.approx(5.0)
     assert stages["out"]["fired_us"] == pytest.approx(s["moe_layer_us_mean"])
     assert sum(k["busy_share"] for k in s["kinds"].values()) == pytest.approx(1.0)
-    assert s["kinds"]["ROUTER"]["tasks_per_step"] == 2 and s["kinds"]["ROUTER"]["run_us_mean"] == pytest.approx(5.0)
+    topk = s["kinds"]["ROUTE_TOPK"]
+    assert topk["tasks_per_step"] == 2 and topk["run_us_mean"] == pytest.approx(5.0)
     assert 0 < s["busy_share_of_workers"] < 1

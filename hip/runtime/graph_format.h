@@ -5,7 +5,7 @@
  * as their IEEE-754 binary32 bit pattern (read them with a bitcast). */
 #pragma once
 #define FD_GRAPH_MAGIC 0x46445447
-#define FD_GRAPH_VERSION 1
+#define FD_GRAPH_VERSION 2
 #define FD_NONE (-1)
 #define FD_MAX_INPUTS 4
 #define FD_MAX_BUFFERS 6
@@ -32,6 +32,7 @@ enum fd_kind {
     FD_KIND_EXPERT_DOWN_ACCUM = 12,
     FD_KIND_LM_HEAD = 13,
     FD_KIND_ARGMAX = 14,
+    FD_KIND_ROUTE_TOPK = 15,
 };
 enum fd_dtype {
     FD_DTYPE_F32 = 0,
@@ -167,8 +168,7 @@ enum fd_weight_word {
 #define FD_O_PROJ_RESIDUAL_BUF_H_OUT 3
 #define FD_O_PROJ_RESIDUAL_WT_O_PROJ 0
 #define FD_ROUTER_BUF_X 0
-#define FD_ROUTER_BUF_ROUTE_IDX 1
-#define FD_ROUTER_BUF_ROUTE_W 2
+#define FD_ROUTER_BUF_LOGITS 1
 #define FD_ROUTER_WT_NORM 0
 #define FD_ROUTER_WT_ROUTER 1
 #define FD_GATE_UP_BUF_X 0
@@ -199,5 +199,8 @@ enum fd_weight_word {
 #define FD_ARGMAX_BUF_PART_IDX 1
 #define FD_ARGMAX_BUF_TOKENS 2
 #define FD_ARGMAX_ARG_N_TILES 0
+#define FD_ROUTE_TOPK_BUF_LOGITS 0
+#define FD_ROUTE_TOPK_BUF_ROUTE_IDX 1
+#define FD_ROUTE_TOPK_BUF_ROUTE_W 2
 #define FD_DOWN_ACCUM_ACCUMULATES 1 /* adds into BUF h_out */
 #define FD_EXPERT_DOWN_ACCUM_ACCUMULATES 1 /* adds into BUF h_out */

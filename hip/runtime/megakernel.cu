@@ -245,9 +245,13 @@ __device__ void fd_run_task(const fd_runtime_args& a, const int* h, const int* r
                            F(FD_O_PROJ_RESIDUAL_BUF_H_OUT), smem);
       break;
     case FD_KIND_ROUTER:
-      fd_task_router_topk(F(FD_ROUTER_BUF_X), WM(FD_ROUTER_WT_NORM), eps, WF(FD_ROUTER_WT_ROUTER), h[FD_H_N_EXPERTS],
-                          hidden, h[FD_H_TOP_K], fd_header_f32(h, FD_H_ROUTED_SCALING_F32), static_cast<float*>(nullptr),
-                          I(FD_ROUTER_BUF_ROUTE_IDX), F(FD_ROUTER_BUF_ROUTE_W), smem);
+      fd_task_router_logits(F(FD_ROUTER_BUF_X), WM(FD_ROUTER_WT_NORM), eps, WF(FD_ROUTER_WT_ROUTER), hidden, b0, b1,
+                            F(FD_ROUTER_BUF_LOGITS), smem);
+      break;
+    case FD_KIND_ROUTE_TOPK:
+      fd_task_route_topk(F(FD_ROUTE_TOPK_BUF_LOGITS), h[FD_H_N_EXPERTS], h[FD_H_TOP_K],
+                         fd_header_f32(h, FD_H_ROUTED_SCALING_F32), nullptr, I(FD_ROUTE_TOPK_BUF_ROUTE_IDX),
+                         F(FD_ROUTE_TOPK_BUF_ROUTE_W), static_cast<float*>(smem));
       break;
     case FD_KIND_GATE_UP:
       fd_task_expert_gate_up(F(FD_GATE_UP_BUF_X), WM(FD_GATE_UP_WT_NORM), eps, WM(FD_GATE_UP_WT_GATE),

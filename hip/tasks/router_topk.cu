@@ -4,25 +4,26 @@
 // index; HF's torch.topk(sorted=False) picks the same set), written in ascending expert order
 // (the order HF's expert loop adds them in, and the task graph's ROUTER), weights =
 // probability * routed_scaling_factor, no renormalisation (norm_topk_prob is false).
-// One block; the expert tiles read idx/weights at run time.
+// The task graph cuts it in two kinds: ROUTER (logits of a tile of experts, fd_task_router_logits)
+// and ROUTE_TOPK (softmax and top-k, fd_task_route_topk); fd_task_router_topk runs both in one
+// block. The expert tiles read idx/weights at run time.
 #include "common.h"
 
 constexpr int kMaxExperts = 256;
 constexpr int kMaxTopK = 16;
 
 template <class Act>
-__host__ __device__ constexpr int fd_router_smem_bytes(int hidden) { return hidden * sizeof(Act) + kMaxExperts * 4; }
+__host__ __device__ constexpr int fd_router_smem_bytes(int hidden) { return hidden * sizeof(Act) + 2 * kMaxExperts * 4; }
 
+// The task graph's ROUTER: logits[e] = W_router[e] . RMSNorm(x) for experts [e_begin, e_end).
 template <class Act>
-__device__ void fd_task_router_topk(const Act* x, const fd_bf16* norm_weight, float eps, const float* w_router,
-                                    int n_experts, int hidden, int top_k, float routed_scaling, float* probs_out,
-                                    int* topk_idx, float* topk_weight, void* smem) {
+__device__ void fd_task_router_logits(const Act* x, const fd_bf16* norm_weight, float eps, const float* w_router,
+                                      int hidden, int e_begin, int e_end, float* logits, void* smem) {
   Act* xs = static_cast<Act*>(smem);
-  float* prob_s = reinterpret_cast<float*>(xs + hidden);
   fd_rmsnorm(x, norm_weight, eps, hidden, xs);
   // fp32 weights: 4 per 16-byte load, so a lane streams twice the loads of a bf16 row.
   const int n_vec4 = hidden / 4;
-  for (int e = fd_warp(); e < n_experts; e += fd_num_warps()) {
+  for (int e = e_begin + fd_warp(); e < e_end; e += fd_num_warps()) {
     const float* row = w_router + static_cast<size_t>(e) * hidden;
     float acc = 0.f;
     for (int base = fd_lane(); base < n_vec4; base += 2 * kStreamUnroll * kWarpSize) {
@@ -45,41 +46,62 @@ __device__ void fd_task_router_topk(const Act* x, const fd_bf16* norm_weight, fl
       }
     }
     acc = fd_warp_sum(acc);
-    if (fd_lane() == 0) prob_s[e] = acc;
+    if (fd_lane() == 0) logits[e] = acc;
   }
-  __syncthreads();
+}
+
+// The task graph's ROUTE_TOPK: softmax over the n_experts logits and greedy top-k, in warp 0 (the
+// other warps return at once). logits may be shared or global memory; scratch is shared memory of
+// 2 * n_experts floats (its first half may be logits itself: a lane rewrites only its own experts).
+// The top k by rank, not by k rounds of arg-max: each lane counts, for each of its experts, the
+// experts ahead of it (larger probability, or equal and lower index), so every step is a pass
+// over shared memory with no chain of shuffles.
+__device__ void fd_task_route_topk(const float* logits, int n_experts, int top_k, float routed_scaling,
+                                   float* probs_out, int* topk_idx, float* topk_weight, float* scratch) {
   if (fd_warp() != 0) return;
-  // Softmax and top-k in warp 0; each lane holds experts lane, lane + kWarpSize, ...
+  float* prob_s = scratch;
+  int* chosen_s = reinterpret_cast<int*>(scratch + n_experts);
   float m = -INFINITY;
-  for (int e = fd_lane(); e < n_experts; e += kWarpSize) m = fmaxf(m, prob_s[e]);
+  for (int e = fd_lane(); e < n_experts; e += kWarpSize) m = fmaxf(m, logits[e]);
   m = fd_warp_max(m);
   float l = 0.f;
-  for (int e = fd_lane(); e < n_experts; e += kWarpSize) l += expf(prob_s[e] - m);
+  for (int e = fd_lane(); e < n_experts; e += kWarpSize) l += expf(logits[e] - m);
   const float inv_l = 1.f / fd_warp_sum(l);
+  for (int e = fd_lane(); e < n_experts; e += kWarpSize) {
+    const float p = expf(logits[e] - m) * inv_l;
+    prob_s[e] = p;
+    if (probs_out != nullptr) probs_out[e] = p;
+  }
   fd_sync_warp();
   for (int e = fd_lane(); e < n_experts; e += kWarpSize) {
-    prob_s[e] = expf(prob_s[e] - m) * inv_l;
-    if (probs_out != nullptr) probs_out[e] = prob_s[e];
+    const float p = prob_s[e];
+    int ahead = 0;
+    for (int o = 0; o < n_experts; ++o) {
+      const float q = prob_s[o];
+      ahead += q > p || (q == p && o < e);
+    }
+    chosen_s[e] = ahead < top_k;
   }
   fd_sync_warp();
-  for (int k = 0; k < top_k; ++k) {
-    fd_argmax_pair best = {-INFINITY, n_experts};
-    for (int e = fd_lane(); e < n_experts; e += kWarpSize)
-      if (fd_argmax_better(prob_s[e], e, best.value, best.index)) best = {prob_s[e], e};
-    best = fd_warp_argmax(best);
-    if (fd_lane() == 0) {
-      // Insertion into ascending expert order among the k already chosen.
-      int at = k;
-      for (; at > 0 && topk_idx[at - 1] > best.index; --at) {
-        topk_idx[at] = topk_idx[at - 1];
-        topk_weight[at] = topk_weight[at - 1];
-      }
-      topk_idx[at] = best.index;
-      topk_weight[at] = best.value * routed_scaling;
-      prob_s[best.index] = -INFINITY;  // taken: below every probability
-    }
-    fd_sync_warp();
+  // A chosen expert's slot: the chosen experts below it (so the k come out in ascending order).
+  for (int e = fd_lane(); e < n_experts; e += kWarpSize) {
+    if (!chosen_s[e]) continue;
+    int slot = 0;
+    for (int o = 0; o < e; ++o) slot += chosen_s[o];
+    topk_idx[slot] = e;
+    topk_weight[slot] = prob_s[e] * routed_scaling;
   }
+}
+
+// Both in one block: all logits into shared memory, then the top-k.
+template <class Act>
+__device__ void fd_task_router_topk(const Act* x, const fd_bf16* norm_weight, float eps, const float* w_router,
+                                    int n_experts, int hidden, int top_k, float routed_scaling, float* probs_out,
+                                    int* topk_idx, float* topk_weight, void* smem) {
+  float* prob_s = reinterpret_cast<float*>(static_cast<Act*>(smem) + hidden);
+  fd_task_router_logits(x, norm_weight, eps, w_router, hidden, 0, n_experts, prob_s, smem);
+  __syncthreads();
+  fd_task_route_topk(prob_s, n_experts, top_k, routed_scaling, probs_out, topk_idx, topk_weight, prob_s);
 }
 
 #ifndef FD_NO_STANDALONE
@@ -108,6 +130,43 @@ FD_EXPORT int fd_launch_router_topk(const void* x, const void* norm_weight, floa
     fd_kernel_router_topk<<<1, threads, fd_router_smem_bytes<fd_bf16>(hidden), s>>>(
         static_cast<const fd_bf16*>(x), nw, eps, w_router, n_experts, hidden, top_k, routed_scaling, probs_out,
         topk_idx, topk_weight);
+  return static_cast<int>(fd_get_last_error());
+}
+
+// The task graph's ROUTER tiles (one block per tile of rows_per_tile experts) then its ROUTE_TOPK
+// (one block): two launches per call, as the megakernel runs them as two stages.
+template <class Act>
+__global__ void fd_kernel_router_logits(const Act* x, const fd_bf16* norm_weight, float eps, const float* w_router,
+                                        int n_experts, int hidden, int rows_per_tile, float* logits) {
+  extern __shared__ __align__(16) unsigned char fd_smem[];
+  int e0, e1;
+  fd_block_range(n_experts, rows_per_tile, &e0, &e1);
+  fd_task_router_logits(x, norm_weight, eps, w_router, hidden, e0, e1, logits, fd_smem);
+}
+
+__global__ void fd_kernel_route_topk(const float* logits, int n_experts, int top_k, float routed_scaling,
+                                     float* probs_out, int* topk_idx, float* topk_weight) {
+  __shared__ float scratch[2 * kMaxExperts];
+  fd_task_route_topk(logits, n_experts, top_k, routed_scaling, probs_out, topk_idx, topk_weight, scratch);
+}
+
+FD_EXPORT int fd_launch_router_tiles(const void* x, const void* norm_weight, float eps, const float* w_router,
+                                     int n_experts, int hidden, int rows_per_tile, int top_k, float routed_scaling,
+                                     float* logits, float* probs_out, int* topk_idx, float* topk_weight, int f32,
+                                     void* stream) {
+  if (n_experts > kMaxExperts || top_k > kMaxTopK || top_k > n_experts || hidden % kVecElems || rows_per_tile <= 0)
+    return -1;
+  const fd_bf16* nw = static_cast<const fd_bf16*>(norm_weight);
+  auto s = static_cast<fd_stream_t>(stream);
+  const int tiles = (n_experts + rows_per_tile - 1) / rows_per_tile;
+  if (f32)
+    fd_kernel_router_logits<<<tiles, kTaskThreads, fd_router_smem_bytes<float>(hidden), s>>>(
+        static_cast<const float*>(x), nw, eps, w_router, n_experts, hidden, rows_per_tile, logits);
+  else
+    fd_kernel_router_logits<<<tiles, kTaskThreads, fd_router_smem_bytes<fd_bf16>(hidden), s>>>(
+        static_cast<const fd_bf16*>(x), nw, eps, w_router, n_experts, hidden, rows_per_tile, logits);
+  fd_kernel_route_topk<<<1, kTaskThreads, 0, s>>>(logits, n_experts, top_k, routed_scaling, probs_out, topk_idx,
+                                                   topk_weight);
   return static_cast<int>(fd_get_last_error());
 }
 #endif

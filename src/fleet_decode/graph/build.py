@@ -149,25 +149,38 @@ def _mlp(b: _Builder, layer, h_attn, ev_o, h_out, ev_out):
     sh_up = b.weight(p + "mlp.shared_experts.up_proj.weight", (shared, d))
     sh_down = b.weight(p + "mlp.shared_experts.down_proj.weight", (d, shared))
 
+    # The router's 512 KB (fp32) cut into expert tiles over several workers, then one small task
+    # picks the top k from the logits: one more round trip, but no single worker streams it all.
+    logits = b.buffer(L + "router_logits", E)
+    ev_logits = b.event(L + "router", layer)
+    b.gemv_tiles(Kind.ROUTER, L + "router", E, E, ev_logits, [(ev_o, 0)], (h_attn, logits), (post_norm, router), layer)
     route_idx, route_w = b.buffer(L + "route_idx", K, 1, DType.I32), b.buffer(L + "route_w", K)
-    ev_route = b.event(L + "router", layer)
-    b.task(Kind.ROUTER, L + "router", ev_route, [(ev_o, 0)], (h_attn, route_idx, route_w), (post_norm, router),
-           layer=layer)
+    ev_route = b.event(L + "route_topk", layer)
+    b.task(Kind.ROUTE_TOPK, L + "route_topk", ev_route, [(ev_logits, 0)], (logits, route_idx, route_w), layer=layer)
+    routing_tasks = len(tiles(E, b.plan.tile_rows(E))) + 1
+    # The gate/up stage (shared experts and every slot) is cut over the workers the routing leaves
+    # free, so that each worker gets at most one of its tiles; all gate/up tiles come before any
+    # down tile in the task order, so list scheduling hands them the free workers first.
+    gate_up_rows = b.plan.tile_rows(shared + K * inter, reserved=routing_tasks)
+    down_stage = d * (K + 1)
     # Shared experts first in the graph: they only need h_attn, so they stream while routing is decided.
-    gate_up_stage, down_stage = shared + K * inter, d * (K + 1)
     sh_act = b.buffer(L + "shared_act", shared)
     ev_sh = b.event(L + "shared_gate_up", layer)
-    b.gemv_tiles(Kind.GATE_UP, L + "shared_gate_up", shared, gate_up_stage, ev_sh, [(ev_o, 0)], (h_attn, sh_act),
-                 (post_norm, sh_gate, sh_up), layer)
+    for i, tile in enumerate(tiles(shared, gate_up_rows)):
+        b.task(Kind.GATE_UP, f"{L}shared_gate_up[{i}]", ev_sh, [(ev_o, 0)], (h_attn, sh_act), (post_norm, sh_gate, sh_up),
+               layer=layer, tile=tile)
     b.gemv_tiles(Kind.DOWN_ACCUM, L + "shared_down", d, down_stage, ev_out, [(ev_sh, 0)], (sh_act, h_out), (sh_down,),
                  layer)
+    acts, ev_gus = [], []
     for k in range(K):
-        act = b.buffer(f"{L}expert_act.{k}", inter)
-        ev_gu = b.event(f"{L}expert_gate_up.{k}", layer)
-        b.gemv_tiles(Kind.EXPERT_GATE_UP, f"{L}expert_gate_up.{k}", inter, gate_up_stage, ev_gu, [(ev_route, 0)],
-                     (h_attn, route_idx, act), (post_norm, gate_up), layer, slot=k)
-        b.gemv_tiles(Kind.EXPERT_DOWN_ACCUM, f"{L}expert_down.{k}", d, down_stage, ev_out, [(ev_gu, 0)],
-                     (act, route_idx, route_w, h_out), (down,), layer, slot=k)
+        acts.append(b.buffer(f"{L}expert_act.{k}", inter))
+        ev_gus.append(b.event(f"{L}expert_gate_up.{k}", layer))
+        for i, tile in enumerate(tiles(inter, gate_up_rows)):
+            b.task(Kind.EXPERT_GATE_UP, f"{L}expert_gate_up.{k}[{i}]", ev_gus[k], [(ev_route, 0)],
+                   (h_attn, route_idx, acts[k]), (post_norm, gate_up), layer=layer, tile=tile, slot=k)
+    for k in range(K):
+        b.gemv_tiles(Kind.EXPERT_DOWN_ACCUM, f"{L}expert_down.{k}", d, down_stage, ev_out, [(ev_gus[k], 0)],
+                     (acts[k], route_idx, route_w, h_out), (down,), layer, slot=k)
 
 
 def build_graph(config, plan: Plan, layers=None) -> Graph:

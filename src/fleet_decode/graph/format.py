@@ -8,7 +8,7 @@ import enum
 import struct
 
 MAGIC = 0x46445447  # "FDTG"
-VERSION = 1
+VERSION = 2  # 2: the router cut into expert tiles (logits) and a ROUTE_TOPK task
 MAX_INPUTS = 4  # input events per task record
 MAX_BUFFERS = 6  # buffer operands per task record
 MAX_WEIGHTS = 4  # weight operands per task record
@@ -31,6 +31,7 @@ class Kind(enum.IntEnum):
     EXPERT_DOWN_ACCUM = 12
     LM_HEAD = 13
     ARGMAX = 14
+    ROUTE_TOPK = 15
 
 
 class DType(enum.IntEnum):
@@ -54,13 +55,14 @@ OPERANDS = {
     Kind.ATTN_CHUNK: (("q_lat", "q_pe", "ckv", "kpe", "part_o", "part_ml"), (), ()),
     Kind.ATTN_MERGE_UV: (("part_o", "part_ml", "attn_out"), ("kv_b",), ("n_chunks",)),
     Kind.O_PROJ_RESIDUAL: (("attn_out", "residual", "h_attn", "h_out"), ("o_proj",), ()),
-    Kind.ROUTER: (("x", "route_idx", "route_w"), ("norm", "router"), ()),
+    Kind.ROUTER: (("x", "logits"), ("norm", "router"), ()),
     Kind.GATE_UP: (("x", "act"), ("norm", "gate", "up"), ()),
     Kind.DOWN_ACCUM: (("act", "h_out"), ("down",), ()),
     Kind.EXPERT_GATE_UP: (("x", "route_idx", "act"), ("norm", "gate_up"), ()),
     Kind.EXPERT_DOWN_ACCUM: (("act", "route_idx", "route_w", "h_out"), ("down",), ()),
     Kind.LM_HEAD: (("x", "logits", "part_max", "part_idx"), ("norm", "lm_head"), ()),
     Kind.ARGMAX: (("part_max", "part_idx", "tokens"), (), ("n_tiles",)),
+    Kind.ROUTE_TOPK: (("logits", "route_idx", "route_w"), (), ()),
 }
 
 # Kinds that add into a buffer instead of overwriting it: (kind -> operand name). The region they add

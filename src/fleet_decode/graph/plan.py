@@ -27,9 +27,10 @@ class Plan:
             if getattr(self, name) < 1:
                 raise ValueError(f"plan.{name} must be >= 1, got {getattr(self, name)}")
 
-    def tile_rows(self, stage_rows: int) -> int:
-        """Rows per tile for a stage whose matrices (run side by side) have stage_rows rows in all."""
-        tiles = self.stage_tiles or self.workers
+    def tile_rows(self, stage_rows: int, reserved: int = 0) -> int:
+        """Rows per tile for a stage whose matrices (run side by side) have stage_rows rows in all, cut
+        into as many tiles as workers (or stage_tiles) less `reserved`: tasks that run beside the stage."""
+        tiles = max(1, (self.stage_tiles or self.workers) - reserved)
         rows = math.ceil(stage_rows / tiles)
         return max(self.row_align, math.ceil(rows / self.row_align) * self.row_align)
 

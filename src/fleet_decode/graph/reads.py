@@ -45,7 +45,7 @@ def weight_reads(task, graph) -> list[WeightRead]:
     if k == Kind.O_PROJ_RESIDUAL:
         return [WeightRead(task.weights[0], -1, r0, r1, shape[0][1])]
     if k == Kind.ROUTER:
-        return [whole(0), WeightRead(task.weights[1], -1, 0, shape[1][0], shape[1][1])]
+        return [whole(0), WeightRead(task.weights[1], -1, r0, r1, shape[1][1])]
     if k == Kind.GATE_UP:
         return [whole(0)] + [WeightRead(task.weights[j], -1, r0, r1, shape[j][1]) for j in (1, 2)]
     if k == Kind.DOWN_ACCUM:

@@ -25,6 +25,7 @@ BF16_TOL = 8e-3          # one bf16 ulp at the largest output: its rounding plus
 F32_TOL = 1e-4           # fp32 activations: fp32 accumulation over up to 10944 terms, __expf
 WARP_ROWS = 2             # kGemvRowsPerPass: rows a warp streams at once
 ROUTER_THREADS = 512      # the router is one block on the critical path: more warps (92 registers each fit 512)
+ROUTER_TILE_ROWS = 8      # the task graph's ROUTER tiles at 132 workers (Plan.row_align experts each)
 ROTATE_BYTES = 256 << 20  # weights touched per timed launch sequence: several times the L2 (50-60 MB)
 
 
@@ -442,14 +443,23 @@ def check_wuv_oproj(k, s, rnd, grid, dtype=torch.bfloat16) -> Result:
                   us, nbytes, written, note="two launches per call (W_UV tiles, then o_proj tiles)")
 
 
-def check_router_topk(k, s, rnd, grid, dtype=torch.bfloat16) -> Result:
+def check_router_topk(k, s, rnd, grid, dtype=torch.bfloat16, tiled=False) -> Result:
+    """tiled=False: the one-block router_topk; True: the task graph's ROUTER tiles then ROUTE_TOPK."""
     x, w = rnd.randn(s.hidden, dtype=dtype), rnd.norm_weight(s.hidden)
     nbytes = s.experts * s.hidden * 4
     routers = [rnd.randn(s.experts, s.hidden, std=0.02, dtype=torch.float32) for _ in range(rnd.copies(nbytes))]
     probs = poisoned(s.experts, dtype=torch.float32, device=rnd.device)
     idx = poisoned(s.top_k, dtype=torch.int32, device=rnd.device)
     weight = poisoned(s.top_k, dtype=torch.float32, device=rnd.device)
-    k.router_topk(x, w, s.eps, routers[0], s.top_k, s.routed_scaling, probs, idx, weight, ROUTER_THREADS)
+    logits = poisoned(s.experts, dtype=torch.float32, device=rnd.device)
+
+    def run(W):
+        if tiled:
+            k.router_tiles(x, w, s.eps, W, ROUTER_TILE_ROWS, s.top_k, s.routed_scaling, logits, probs, idx, weight)
+        else:
+            k.router_topk(x, w, s.eps, W, s.top_k, s.routed_scaling, probs, idx, weight, ROUTER_THREADS)
+
+    run(routers[0])
     sync(rnd.device)
     probs_ref = torch.softmax(routers[0].double() @ rms_norm_ref(x, w, s.eps), -1)
     # The chosen experts: exactly the top-k of the kernel's own probabilities (ties to the lower index), in
@@ -461,11 +471,12 @@ def check_router_topk(k, s, rnd, grid, dtype=torch.bfloat16) -> Result:
     exact = idx.tolist() == chosen and torch.equal(weight, probs[idx.long()] * s.routed_scaling)
     written = not (unwritten(probs) or unwritten(idx) or unwritten(weight))
     errs = measure([(probs, probs_ref)])
-    us = time_launches([lambda W=W: k.router_topk(x, w, s.eps, W, s.top_k, s.routed_scaling, probs, idx, weight,
-                                                  ROUTER_THREADS) for W in routers], rnd.device)
-    return result(named("router_topk", dtype), errs, 1e-5, f"[{s.experts},{s.hidden}] fp32, top-{s.top_k}", us,
-                  nbytes, written, exact and same_set,
-                  note=f"experts {idx.tolist()}; order/weights exact={exact}, same set as reference={same_set}")
+    us = time_launches([lambda W=W: run(W) for W in routers], rnd.device)
+    shape = f"[{s.experts},{s.hidden}] fp32, top-{s.top_k}" + (f", tiles of {ROUTER_TILE_ROWS}" if tiled else "")
+    return result(named("router_tiles" if tiled else "router_topk", dtype), errs, 1e-5, shape, us, nbytes, written,
+                  exact and same_set,
+                  note=f"experts {idx.tolist()}; order/weights exact={exact}, same set as reference={same_set}"
+                  + ("; the task graph's ROUTER tiles + ROUTE_TOPK (two launches)" if tiled else ""))
 
 
 def gate_up_ref(gate, up, xn, dtype):
@@ -660,6 +671,7 @@ def check_all(seed: int = 0, device: str = "cuda", lib=None,
         "attention_merge_uv": check_attention_merge_uv,
         "wuv_oproj": check_wuv_oproj,
         "router_topk": check_router_topk,
+        "router_tiles": lambda *a: check_router_topk(*a, tiled=True),
         "expert_gate_up": check_expert_gate_up,
         "expert_gate_up:shared": lambda *a: check_mlp_gate_up(*a, s.shared_inter, "expert_gate_up:shared"),
         "expert_gate_up:dense": lambda *a: check_mlp_gate_up(*a, s.dense_inter, "expert_gate_up:dense"),
@@ -675,6 +687,7 @@ def check_all(seed: int = 0, device: str = "cuda", lib=None,
         "attention_merge_uv:f32": lambda *a: check_attention_merge_uv(*a, f32),
         "wuv_oproj:f32": lambda *a: check_wuv_oproj(*a, f32),
         "router_topk:f32": lambda *a: check_router_topk(*a, f32),
+        "router_tiles:f32": lambda *a: check_router_topk(*a, f32, tiled=True),
         "expert_gate_up:f32": lambda *a: check_expert_gate_up(*a, f32),
         "expert_gate_up:shared:f32": lambda *a: check_mlp_gate_up(*a, s.shared_inter, "expert_gate_up:shared", f32),
         "expert_gate_up:dense:f32": lambda *a: check_mlp_gate_up(*a, s.dense_inter, "expert_gate_up:dense", f32),

@@ -31,6 +31,7 @@ SIGNATURES = {
     "attention_merge_uv": [P, P, I, P, I, P, I],
     "wuv_oproj": [P, P, I, P, I, P, P, P, I],
     "router_topk": [P, P, F, P, I, I, I, F, P, P, P, I, I],
+    "router_tiles": [P, P, F, P, I, I, I, I, F, P, P, P, P, I],
     "expert_gate_up": [P, P, F, P, P, L, P, I, I, I, I, P, I],
     "expert_down": [P, P, P, I, P, I, P, P, I, P, I, I, P, I],
     "down_accum": [P, L, P, P, I, P, I, I, I, P, I],
@@ -142,6 +143,14 @@ class TaskKernels:
         self._launch("router_topk", act(x), ptr(norm_weight, torch.bfloat16), eps, ptr(w_router, torch.float32),
                      w_router.shape[0], w_router.shape[1], top_k, routed_scaling, ptr(probs, torch.float32),
                      ptr(topk_idx, torch.int32), ptr(topk_weight, torch.float32), threads, is_f32(x))
+
+    def router_tiles(self, x, norm_weight, eps, w_router, rows_per_tile, top_k, routed_scaling, logits, probs,
+                     topk_idx, topk_weight):
+        """The task graph's ROUTER tiles, then its ROUTE_TOPK: two launches."""
+        self._launch("router_tiles", act(x), ptr(norm_weight, torch.bfloat16), eps, ptr(w_router, torch.float32),
+                     w_router.shape[0], w_router.shape[1], rows_per_tile, top_k, routed_scaling,
+                     ptr(logits, torch.float32), ptr(probs, torch.float32), ptr(topk_idx, torch.int32),
+                     ptr(topk_weight, torch.float32), is_f32(x))
 
     def expert_gate_up(self, x, norm_weight, eps, gate_w, up_w, expert_stride, expert_idx, act_out, rows_per_tile):
         """act_out: [n_slots, inter]; gate_w/up_w: views into the expert weights (any shape, contiguous base)."""

@@ -32,6 +32,7 @@ from fleet_decode.graph.format import ACCUMULATES, OPERANDS, DType, Kind
 from fleet_decode.kernels import library
 from fleet_decode.kernels.build import build as build_kernels
 from fleet_decode.kernels import prefetch as prefetch_tables
+from fleet_decode.model.compare import cosine, exact_twin, relative_error
 from fleet_decode.model.reference import Reference, softmax_scale
 from fleet_decode.sim.decode import weight_table
 
@@ -379,25 +380,11 @@ def simulate(hf_model, prompt_ids, n_tokens: int, workers=None, schedule=None, s
 
 # ---------------------------------------------------------------------- CLI: checks and timings on a GPU host
 
-def _rel(a, b):
-    return float((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30))
-
-
-def _cos(a, b):
-    return float(torch.nn.functional.cosine_similarity(a.float().flatten(), b.float().flatten().to(a.device), dim=0))
-
-
 def _exact_step(model, prompt, token, forced_routes):
-    """The reference's step on an fp32 copy of the weights, from the bf16 prefill's cache (upcast) and on
-    the given experts: exact arithmetic on everything the bf16 decodes share (compare.against_exact_math)."""
-    import copy
-
+    """One step of exact arithmetic (compare.exact_twin) from the bf16 prefill's cache, on the given experts."""
     bf16 = Reference(model, max_positions=len(prompt) + 1)
     bf16.prefill(prompt)
-    exact = Reference(copy.deepcopy(model).float(), max_positions=len(prompt) + 1)
-    exact.ckv.copy_(bf16.ckv)
-    exact.kpe.copy_(bf16.kpe)
-    exact.pos = len(prompt)
+    exact = exact_twin(model, bf16, len(prompt))
     logits = exact.step(token, forced_routes=forced_routes)
     hidden = exact.hidden_states
     del exact, bf16
@@ -431,7 +418,7 @@ def measure(source: str, n_prompt: int, n_tokens: int) -> dict:
     out["m2_rel_vs_reference"] = {}
     for layer in range(config.num_hidden_layers):
         ours, ref = Megakernel(model, layers=[layer]).run_layer(prompt)
-        out["m2_rel_vs_reference"][layer] = _rel(ours, ref)
+        out["m2_rel_vs_reference"][layer] = relative_error(ours, ref)
 
     mk = Megakernel(model)
     one = mk.decode(prompt, 1)
@@ -444,18 +431,18 @@ def measure(source: str, n_prompt: int, n_tokens: int) -> dict:
     hf_tokens, hf_logits, hf_hidden, _ = hf_decode(model, prompt, 2)
     exact_hidden, exact_logits = _exact_step(model, prompt, first, forced)
     out["m3_vs_exact_same_experts"] = {  # exact: fp32 arithmetic on the same weights, cache and experts
-        "megakernel": [_rel(a, b) for a, b in zip(one.hidden_states[0], exact_hidden)],
-        "reference": [_rel(a, b) for a, b in zip(ref_hidden, exact_hidden)],
-        "megakernel_logits_cos": _cos(one.logits[0], exact_logits), "reference_logits_cos": _cos(ref_logits, exact_logits),
+        "megakernel": [relative_error(a, b) for a, b in zip(one.hidden_states[0], exact_hidden)],
+        "reference": [relative_error(a, b) for a, b in zip(ref_hidden, exact_hidden)],
+        "megakernel_logits_cos": cosine(one.logits[0], exact_logits), "reference_logits_cos": cosine(ref_logits, exact_logits),
     }
     out["m3"] = {
-        "rel_vs_reference_same_experts": [_rel(a, b) for a, b in zip(one.hidden_states[0], ref_hidden)],
-        "rel_vs_hf": [_rel(a, b) for a, b in zip(one.hidden_states[0], hf_hidden[1])],
+        "rel_vs_reference_same_experts": [relative_error(a, b) for a, b in zip(one.hidden_states[0], ref_hidden)],
+        "rel_vs_hf": [relative_error(a, b) for a, b in zip(one.hidden_states[0], hf_hidden[1])],
         "route_differences_vs_reference": {
             l: {"ours": mk_routes[l], "reference": own_routes[l].experts.tolist(), "margin": own_routes[l].margin()}
             for l in mk_routes if mk_routes[l] != own_routes[l].experts.tolist()},
-        "logits_cos_vs_hf": _cos(one.logits[0], hf_logits[1]),
-        "logits_cos_vs_reference_same_experts": _cos(one.logits[0], ref_logits),
+        "logits_cos_vs_hf": cosine(one.logits[0], hf_logits[1]),
+        "logits_cos_vs_reference_same_experts": cosine(one.logits[0], ref_logits),
         "next_token": one.tokens[0], "hf_next_token": hf_tokens[1],
     }
 
@@ -466,7 +453,7 @@ def measure(source: str, n_prompt: int, n_tokens: int) -> dict:
     ref = Reference(model, max_positions=n_prompt + n_tokens + 1)
     token, ref_cos = int(ref.prefill(prompt).argmax()), []
     for s in range(n_tokens):
-        ref_cos.append(_cos(many.logits[s], ref.step(token)))
+        ref_cos.append(cosine(many.logits[s], ref.step(token)))
         token = many.tokens[s]
     same = [a == b for a, b in zip(many.tokens, hf_free)]
     diverge = same.index(False) if False in same else None
@@ -474,7 +461,7 @@ def measure(source: str, n_prompt: int, n_tokens: int) -> dict:
         "tokens": many.tokens, "hf_tokens": hf_free, "identical_prefix": diverge if diverge is not None else n_tokens,
         "hf_top2_margin_at_divergence": None if diverge is None else
         float(forced_hf[diverge].topk(2).values.diff().abs()),
-        "cos_vs_hf_teacher_forced": [_cos(a, b) for a, b in zip(many.logits, forced_hf)],
+        "cos_vs_hf_teacher_forced": [cosine(a, b) for a, b in zip(many.logits, forced_hf)],
         "cos_vs_reference_teacher_forced": ref_cos,
         "deterministic_logits": all(torch.equal(a, b) for a, b in zip(many.logits, again.logits)),
         "launch_seconds": many.seconds, "step_ms": [s * 1e3 for s in many.step_seconds],
@@ -500,7 +487,7 @@ def measure(source: str, n_prompt: int, n_tokens: int) -> dict:
     except WatchdogTimeout as err:
         out["watchdog"] = {"raised": True, "message": str(err), "seconds": time.perf_counter() - started}
     ours, ref_out = Megakernel(model, layers=[1]).run_layer(prompt)
-    out["watchdog"]["next_launch_rel"] = _rel(ours, ref_out)
+    out["watchdog"]["next_launch_rel"] = relative_error(ours, ref_out)
     return out
 
 

@@ -64,8 +64,8 @@ def _route(task, graph, router_events):
 def prefetch_table(graph) -> tuple[np.ndarray, np.ndarray]:
     """(ranges int64 [n_tasks, RANGES, WORDS]: each task's largest prefetchable ranges, unused rows
     UNUSED; routes int64 [n_tasks, ROUTE_WORDS]: where a routed task finds its expert, -1s elsewhere)."""
-    router_events = {t.buffers[OPERANDS[Kind.ROUTER][0].index("route_idx")]: t.out_event
-                     for t in graph.tasks if t.kind == Kind.ROUTER}
+    router_events = {t.buffers[OPERANDS[Kind.ROUTE_TOPK][0].index("route_idx")]: t.out_event
+                     for t in graph.tasks if t.kind == Kind.ROUTE_TOPK}
     table = np.tile(np.array(UNUSED, dtype=np.int64), (len(graph.tasks), RANGES, 1))
     routes = np.full((len(graph.tasks), ROUTE_WORDS), -1, dtype=np.int64)
     for i, task in enumerate(graph.tasks):

@@ -99,7 +99,25 @@ class Comparison:
 
 
 def relative_error(ours: torch.Tensor, theirs: torch.Tensor) -> float:
-    return ((ours - theirs).norm() / theirs.norm()).item()
+    ours, theirs = ours.float(), theirs.float().to(ours.device)
+    return ((ours - theirs).norm() / theirs.norm().clamp_min(1e-30)).item()
+
+
+def cosine(ours: torch.Tensor, theirs: torch.Tensor) -> float:
+    return F.cosine_similarity(ours.float().flatten(), theirs.float().flatten().to(ours.device), dim=0).item()
+
+
+def exact_twin(model, prefilled: Reference, n_prompt: int) -> Reference:
+    """The reference on an fp32 copy of model's weights, continuing from `prefilled`'s (a model-dtype
+    Reference after prefill) cache rows [0, n_prompt), upcast: exact arithmetic on everything the
+    bf16 decodes share, so their distances to it are their own roundings."""
+    import copy
+
+    exact = Reference(copy.deepcopy(model).float(), max_positions=prefilled.max_positions)
+    exact.ckv[:, :n_prompt] = prefilled.ckv[:, :n_prompt]
+    exact.kpe[:, :n_prompt] = prefilled.kpe[:, :n_prompt]
+    exact.pos = n_prompt
+    return exact
 
 
 @torch.no_grad()
@@ -146,30 +164,25 @@ def against_exact_math(model, result: Comparison) -> dict:
     their roundings. HF eager and the reference are each measured against it, teacher-forced on
     HF's tokens with HF's expert choices. Two valid bf16 implementations can differ by up to the
     sum of their distances to exact: this is the noise floor a gate against HF has to respect."""
-    import copy
-
     ids = prompt_ids(result.prefill, vocab_size=model.config.vocab_size)
     steps = len(result.steps)
     _, hf_logits, hf_hidden, hf_routes = hf_decode(model, ids, steps, forced_tokens=result.hf_tokens)
 
-    def run(reference):
-        logits, hidden = [reference.prefill(ids)], [reference.hidden_states]
+    def run(reference, logits, hidden):  # the decode steps (step 0 is the prefill, not compared)
         for step in range(1, steps):
             logits.append(reference.step(result.hf_tokens[step - 1], forced_routes=hf_routes[step]))
             hidden.append(reference.hidden_states)
         return logits, hidden
 
-    ref_logits, ref_hidden = run(Reference(model, max_positions=result.prefill + steps + 1))
-    exact = Reference(copy.deepcopy(model).float(), max_positions=result.prefill + steps + 1)
-    original_prefill = exact.prefill
-    exact.prefill = lambda ids: (original_prefill(ids), _copy_prefill_cache(model, ids, exact))[0]
-    exact_logits, exact_hidden = run(exact)
+    ref = Reference(model, max_positions=result.prefill + steps + 1)
+    ref_logits, ref_hidden = run(ref, [ref.prefill(ids)], [ref.hidden_states])
+    exact_logits, exact_hidden = run(exact_twin(model, ref, result.prefill), [None], [None])
 
     def distance(hidden, logits):
         errors = sorted(relative_error(o, t) for h, th in zip(hidden[1:], exact_hidden[1:]) for o, t in zip(h, th))
         return {"worst_layer_error": errors[-1], "median_layer_error": errors[len(errors) // 2],
                 "last_layer_errors": [relative_error(h[-1], th[-1]) for h, th in zip(hidden[1:], exact_hidden[1:])],
-                "worst_cosine": min(F.cosine_similarity(l, t, dim=0).item() for l, t in zip(logits[1:], exact_logits[1:]))}
+                "worst_cosine": min(cosine(l, t) for l, t in zip(logits[1:], exact_logits[1:]))}
 
     return {"hf_vs_exact": distance(hf_hidden, hf_logits), "reference_vs_exact": distance(ref_hidden, ref_logits)}
 
@@ -185,14 +198,6 @@ def accuracy_failures(exact: dict, slack: float = 1.25) -> list[str]:
     if 1 - ours["worst_cosine"] > slack * (1 - theirs["worst_cosine"]):
         failures.append(f"logits cosine: reference {ours['worst_cosine']:.6f} vs HF {theirs['worst_cosine']:.6f}")
     return failures
-
-
-def _copy_prefill_cache(model, ids, exact: Reference) -> None:
-    """Overwrite the exact reference's prefill cache with the model-dtype one (upcast)."""
-    bf16 = Reference(model, max_positions=exact.max_positions)
-    bf16.prefill(ids)
-    exact.ckv.copy_(bf16.ckv)
-    exact.kpe.copy_(bf16.kpe)
 
 
 def main(argv=None) -> int:

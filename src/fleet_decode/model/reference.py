@@ -74,11 +74,12 @@ def mla_attention(q_lat, q_pe, ckv, kpe, scale: float) -> torch.Tensor:
     return torch.softmax(scores, dim=-1) @ ckv.float()
 
 
-def route(x: torch.Tensor, router: torch.Tensor, top_k: int, scaling: float = 1.0):
-    """Greedy softmax routing: (weights [top_k] fp32, expert indices [top_k]), no renormalisation."""
-    scores = torch.softmax(linear(x, router), dim=-1)
+def route(logits: torch.Tensor, top_k: int, scaling: float = 1.0):
+    """Greedy softmax routing from the router's fp32 logits (linear(x, router)): (weights [top_k] fp32,
+    expert indices [top_k] ascending, all scores), no renormalisation."""
+    scores = torch.softmax(logits, dim=-1)
     indices = torch.topk(scores, top_k).indices.sort().values
-    return scores[indices] * scaling, indices
+    return scores[indices] * scaling, indices, scores
 
 
 def mlp(x: torch.Tensor, w_gate, w_up, w_down) -> torch.Tensor:
@@ -325,8 +326,7 @@ class Reference:
         if layer.dense is not None:
             return mlp(h, *layer.dense).to(self.dtype)
         config = self.config
-        scores = torch.softmax(linear(h, layer.router), dim=-1)
-        own = torch.topk(scores, config.num_experts_per_tok).indices.sort().values
+        _, own, scores = route(linear(h, layer.router), config.num_experts_per_tok)
         self.routes[index] = Route(own, scores)
         experts = own if forced is None else forced.experts.to(own.device)
         weights = scores[experts] * config.routed_scaling_factor

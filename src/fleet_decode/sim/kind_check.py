@@ -146,9 +146,16 @@ def check_task_kinds(hf_model, seed=0) -> dict:
     x = rand(d)
     k.put("x", x)
     k.run()
-    _, weights, experts = moe.mlp.gate(moe.post_attention_layernorm(x)[None])
+    e0, e1 = k.task.tile
+    hf_logits, weights, experts = moe.mlp.gate(moe.post_attention_layernorm(x)[None])
+    results["ROUTER"] = _error(k.out("logits")[e0:e1], hf_logits[0, e0:e1])
+
+    k = case(Kind.ROUTE_TOPK, moe_layer)
+    k.put("logits", hf_logits[0])
+    k.run()
     order = experts[0].argsort()
-    results["ROUTER"] = _worst(_error(k.out("route_idx"), experts[0][order]), _error(k.out("route_w"), weights[0][order]))
+    results["ROUTE_TOPK"] = _worst(_error(k.out("route_idx"), experts[0][order]),
+                                   _error(k.out("route_w"), weights[0][order]))
 
     k = case(Kind.GATE_UP, "L0.")
     x = rand(d)

@@ -130,7 +130,12 @@ def o_proj_residual(ctx):
 
 
 def router(ctx):
-    weights, experts = route(_normed(ctx), ctx.weight("router"), ctx.c.top_k, ctx.c.routed_scaling)
+    e0, e1 = ctx.task.tile
+    ctx.write("logits", e0, linear(_normed(ctx), ctx.weight("router")[e0:e1]))
+
+
+def route_topk(ctx):
+    weights, experts, _ = route(ctx.read("logits").float(), ctx.c.top_k, ctx.c.routed_scaling)
     ctx.write("route_idx", 0, experts.to(torch.int32))
     ctx.write("route_w", 0, weights.float())
 
@@ -186,6 +191,6 @@ RUN = {
     Kind.CACHE_APPEND: cache_append, Kind.ATTN_CHUNK: attn_chunk, Kind.ATTN_MERGE_UV: attn_merge_uv,
     Kind.O_PROJ_RESIDUAL: o_proj_residual, Kind.ROUTER: router, Kind.GATE_UP: gate_up, Kind.DOWN_ACCUM: down_accum,
     Kind.EXPERT_GATE_UP: expert_gate_up, Kind.EXPERT_DOWN_ACCUM: expert_down_accum, Kind.LM_HEAD: lm_head,
-    Kind.ARGMAX: argmax,
+    Kind.ARGMAX: argmax, Kind.ROUTE_TOPK: route_topk,
 }
 assert set(RUN) == set(Kind), "every task kind needs a simulator implementation"
