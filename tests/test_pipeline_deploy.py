@@ -105,3 +105,26 @@ def test_a_copy_whose_git_has_no_commit_deploys_from_its_manifest(repo, tmp_path
         snapshot(copy)
     (copy / "DEPLOY_MANIFEST.json").write_bytes(snapshot(repo).manifest())
     assert snapshot(copy).commit == snapshot(repo).commit
+
+
+def test_a_copy_beside_an_old_commit_deploys_from_its_matching_manifest(repo, tmp_path):
+    """A host that kept an older .git: its HEAD is not these files, the manifest written in the
+    checkout is; a manifest that does not match, or a checkout without one, is still refused."""
+    import shutil
+
+    copy = tmp_path / "kept"
+    shutil.copytree(repo, copy, ignore=shutil.ignore_patterns(".git"))
+    git(copy, "init", "-q")
+    (copy / "remote" / "m1_kernels.py").rename(copy / "m1.bak")
+    (copy / "remote" / "m1_kernels.py").write_text("# an older version\n")
+    git(copy, "add", "-A")
+    git(copy, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "old")
+    (copy / "m1.bak").replace(copy / "remote" / "m1_kernels.py")
+    with pytest.raises(DirtyTree, match="uncommitted change"):
+        snapshot(copy)
+    (copy / "DEPLOY_MANIFEST.json").write_bytes(snapshot(repo).manifest())
+    snap = snapshot(copy)
+    assert snap.commit == snapshot(repo).commit and not snap.dirty and snap.files == snapshot(repo).files
+    (copy / "remote" / "m1_kernels.py").write_text("# edited on the host\n")
+    with pytest.raises(DirtyTree, match="uncommitted change"):
+        snapshot(copy)

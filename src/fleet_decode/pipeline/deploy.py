@@ -61,8 +61,14 @@ def _git(repo, *args, binary=False):
 def snapshot(repo, allow_dirty: bool = False) -> Snapshot:
     """What to deploy: the committed tree of a git checkout, or, for a copy of one without .git
     (how a tree reaches a GPU host), the files its DEPLOY_MANIFEST.json lists. A copy whose .git
-    holds no commit (as a tree synced file by file arrives) counts as one without .git."""
-    if (Path(repo) / ".git").exists() and _has_commit(repo):
+    holds no commit (as a tree synced file by file arrives) counts as one without .git, and so does
+    a copy whose .git holds some other commit while every file matches its manifest byte for byte
+    (a host that keeps an old .git beside freshly synced files): the manifest, written in the
+    checkout, is then the better record of what these files are."""
+    git = (Path(repo) / ".git").exists() and _has_commit(repo)
+    if git and (Path(repo) / MANIFEST).exists() and _git_changes(repo) and _manifest_matches(repo):
+        return _manifest_snapshot(repo, allow_dirty)
+    if git:
         return _git_snapshot(repo, allow_dirty)
     if (Path(repo) / MANIFEST).exists():
         return _manifest_snapshot(repo, allow_dirty)
@@ -74,6 +80,19 @@ def snapshot(repo, allow_dirty: bool = False) -> Snapshot:
 def _has_commit(repo) -> bool:
     return subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "-q", "HEAD"],
                           capture_output=True).returncode == 0
+
+
+def _git_changes(repo) -> list[str]:
+    pathspec = ["--", ".", *(f":(exclude){p}" for p in NOT_DEPLOYED)]
+    return _git(repo, "status", "--porcelain", "--untracked-files=no", *pathspec).splitlines()
+
+
+def _manifest_matches(repo) -> bool:
+    try:
+        files = json.loads((Path(repo) / MANIFEST).read_text())["files"]
+    except (OSError, ValueError, KeyError):
+        return False
+    return all((Path(repo) / p).is_file() and sha256_file(Path(repo) / p) == h for p, h in files.items())
 
 
 def _manifest_snapshot(repo, allow_dirty: bool) -> Snapshot:
@@ -99,7 +118,7 @@ def _manifest_snapshot(repo, allow_dirty: bool) -> Snapshot:
 
 def _git_snapshot(repo, allow_dirty: bool) -> Snapshot:
     pathspec = ["--", ".", *(f":(exclude){p}" for p in NOT_DEPLOYED)]
-    changes = _git(repo, "status", "--porcelain", "--untracked-files=no", *pathspec).splitlines()
+    changes = _git_changes(repo)
     commit = _git(repo, "rev-parse", "HEAD").strip()
     source, diff_sha256 = commit, None
     if changes:
