@@ -33,7 +33,16 @@ def test_every_cell_names_its_provenance_and_stale_evidence_says_why(clone, tmp_
         assert row.rstrip(" |").endswith(fresh)
     assert "results/cpu/m0/build.json: INVALID" in (out / "REPORT.md").read_text()
     assert "| m4/e2e.json | gate min_logits_cosine | **" in (out / "REPORT.md").read_text()
+    md = (out / "REPORT.md").read_text()
+    bench = md.split("## Benchmark on cpu")[1].split("## ")[0]  # the contenders table, with its provenance
+    assert "`results/cpu/bench/bench.json` · rule `bench`" in bench
+    table = [line.split(" | ") for line in bench.splitlines() if line.startswith("| HF eager") or
+             line.startswith("| reference step")]
+    assert len(table) >= 2 and all(len(r) == 11 for r in table)
+    hf = next(r for r in table if r[0].startswith("| HF eager"))
+    assert hf[8] == "1.00x" and hf[9].endswith("%") and float(hf[3]) > 0  # HF eager is its own baseline
     html = (out / "report.html").read_text()
+    assert "<h2>Benchmark on cpu</h2>" in html and "<th>vs HF eager</th>" in html
     assert html.count("data:image/svg+xml;base64,") == 4  # latency, layer error, bandwidth, baselines
     assert "stale: remote/m3_layers.py (changed)" in html
     assert json.loads((out / "report.json").read_text())["rule"] == "report"
