@@ -50,6 +50,10 @@ class Snapshot:
         return json.dumps(doc, indent=1, sort_keys=True).encode()
 
 
+# Everything under the checkout but what is never deployed (git pathspec).
+_PATHSPEC = ["--", ".", *(f":(exclude){p}" for p in NOT_DEPLOYED)]
+
+
 def _git(repo, *args, binary=False):
     r = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=not binary)
     if r.returncode != 0:
@@ -66,8 +70,13 @@ def snapshot(repo, allow_dirty: bool = False) -> Snapshot:
     (a host that keeps an old .git beside freshly synced files): the manifest, written in the
     checkout, is then the better record of what these files are."""
     git = (Path(repo) / ".git").exists() and _has_commit(repo)
-    if git and (Path(repo) / MANIFEST).exists() and _git_changes(repo) and _manifest_matches(repo):
-        return _manifest_snapshot(repo, allow_dirty)
+    if git and (Path(repo) / MANIFEST).exists() and _git_changes(repo):
+        try:
+            state = _manifest_state(repo)
+        except (OSError, ValueError, KeyError):  # an unreadable manifest: git decides, as without one
+            state = None
+        if state is not None and not state[2]:
+            return _manifest_snapshot(repo, allow_dirty, state)
     if git:
         return _git_snapshot(repo, allow_dirty)
     if (Path(repo) / MANIFEST).exists():
@@ -83,31 +92,26 @@ def _has_commit(repo) -> bool:
 
 
 def _git_changes(repo) -> list[str]:
-    pathspec = ["--", ".", *(f":(exclude){p}" for p in NOT_DEPLOYED)]
-    return _git(repo, "status", "--porcelain", "--untracked-files=no", *pathspec).splitlines()
+    return _git(repo, "status", "--porcelain", "--untracked-files=no", *_PATHSPEC).splitlines()
 
 
-def _manifest_matches(repo) -> bool:
-    try:
-        files = json.loads((Path(repo) / MANIFEST).read_text())["files"]
-    except (OSError, ValueError, KeyError):
-        return False
-    return all((Path(repo) / p).is_file() and sha256_file(Path(repo) / p) == h for p, h in files.items())
-
-
-def _manifest_snapshot(repo, allow_dirty: bool) -> Snapshot:
+def _manifest_state(repo):
+    """(manifest, sha256 of each listed file present, listed files missing or changed)."""
     manifest = json.loads((Path(repo) / MANIFEST).read_text())
-    changed = [p for p, h in manifest["files"].items()
-               if not (Path(repo) / p).is_file() or sha256_file(Path(repo) / p) != h]
+    listed = manifest["files"]
+    files = {rel: sha256_file(Path(repo) / rel) for rel in sorted(listed) if (Path(repo) / rel).is_file()}
+    return manifest, files, [p for p, h in listed.items() if files.get(p) != h]
+
+
+def _manifest_snapshot(repo, allow_dirty: bool, state=None) -> Snapshot:
+    manifest, files, changed = state or _manifest_state(repo)
     if changed and not allow_dirty:
         raise DirtyTree(f"refusing to deploy: {len(changed)} file(s) in {repo} differ from its "
                         f"{MANIFEST} (first: {changed[0]}); set allow_dirty: true to deploy anyway")
-    buffer, files = io.BytesIO(), {}
+    buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for rel in sorted(manifest["files"]):
-            if (Path(repo) / rel).is_file():
-                tar.add(Path(repo) / rel, arcname=rel, recursive=False)
-                files[rel] = sha256_file(Path(repo) / rel)
+        for rel in files:
+            tar.add(Path(repo) / rel, arcname=rel, recursive=False)
     dirty = bool(manifest.get("dirty") or changed)
     diff = manifest.get("diff_sha256")
     if changed:
@@ -117,7 +121,6 @@ def _manifest_snapshot(repo, allow_dirty: bool) -> Snapshot:
 
 
 def _git_snapshot(repo, allow_dirty: bool) -> Snapshot:
-    pathspec = ["--", ".", *(f":(exclude){p}" for p in NOT_DEPLOYED)]
     changes = _git_changes(repo)
     commit = _git(repo, "rev-parse", "HEAD").strip()
     source, diff_sha256 = commit, None
@@ -126,9 +129,9 @@ def _git_snapshot(repo, allow_dirty: bool) -> Snapshot:
             raise DirtyTree(f"refusing to deploy: {len(changes)} uncommitted change(s) in {repo} "
                             f"(first: {changes[0].strip()}); commit them or set allow_dirty: true")
         source = _git(repo, "stash", "create").strip()
-        diff_sha256 = hashlib.sha256(_git(repo, "diff", "--binary", "HEAD", *pathspec, binary=True)).hexdigest()
+        diff_sha256 = hashlib.sha256(_git(repo, "diff", "--binary", "HEAD", *_PATHSPEC, binary=True)).hexdigest()
     tree = _git(repo, "rev-parse", f"{source}^{{tree}}").strip()
-    archive = _git(repo, "archive", "--format=tar", source, *pathspec, binary=True)
+    archive = _git(repo, "archive", "--format=tar", source, *_PATHSPEC, binary=True)
     files = {}
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         for member in tar:

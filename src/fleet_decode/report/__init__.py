@@ -101,7 +101,7 @@ def _num(entry, key, fmt):
     return "—" if value is None else fmt.format(value)
 
 
-def bench_tables(rows) -> list[BenchTable]:
+def bench_tables(rows, docs) -> list[BenchTable]:
     """Per host with bench evidence: every contender at every prompt length, with its ratios to HF
     eager and to the floor (bytes per token over the copy bandwidth measured in the same run)."""
     tables = []
@@ -109,24 +109,19 @@ def bench_tables(rows) -> list[BenchTable]:
         if rel != "bench/bench.json" or item != "copy_bandwidth_bytes_per_s":
             continue
         for host, cell in by_host.items():
-            tables.append(BenchTable(host, cell, []))
-    return tables
-
-
-def _fill_bench_tables(tables, docs):
-    for table in tables:
-        bench = docs[table.host]["bench/bench.json"]["metrics"].get("bench", {})
-        floors = bench.get("lengths", {})
-        for name, record in bench.get("contenders", {}).items():
-            for length in sorted(record.get("lengths", {}), key=int):
-                e = record["lengths"][length]
-                table.rows.append(BenchRow(
-                    record.get("label", name), length, e.get("status", "?") if "error" not in e
-                    else f"{e.get('status', 'failed')}: {str(e['error'])[:120]}",
-                    _num(e, "p50_ms", "{:.3f}"), _num(e, "p95_ms", "{:.3f}"), _num(e, "tokens_per_s", "{:.1f}"),
-                    _num(e, "launches_per_token", "{:.4g}"), _num(e, "achieved_tb_s", "{:.3f}"),
-                    _num(e, "speedup_vs_hf_eager", "{:.2f}x"), _num(e, "percent_of_floor", "{:.1f} %"),
-                    _num(floors.get(length, {}), "floor_ms", "{:.3f}")))
+            bench = docs[host][rel]["metrics"].get("bench", {})
+            floors, table = bench.get("lengths", {}), BenchTable(host, cell, [])
+            for name, record in bench.get("contenders", {}).items():
+                for length in sorted(record.get("lengths", {}), key=int):
+                    e = record["lengths"][length]
+                    table.rows.append(BenchRow(
+                        record.get("label", name), length, e.get("status", "?") if "error" not in e
+                        else f"{e.get('status', 'failed')}: {str(e['error'])[:120]}",
+                        _num(e, "p50_ms", "{:.3f}"), _num(e, "p95_ms", "{:.3f}"), _num(e, "tokens_per_s", "{:.1f}"),
+                        _num(e, "launches_per_token", "{:.4g}"), _num(e, "achieved_tb_s", "{:.3f}"),
+                        _num(e, "speedup_vs_hf_eager", "{:.2f}x"), _num(e, "percent_of_floor", "{:.1f} %"),
+                        _num(floors.get(length, {}), "floor_ms", "{:.3f}")))
+            tables.append(table)
     return tables
 
 
@@ -150,7 +145,7 @@ def render(root, results, md_path, html_path, stamp_path):
                              trim_blocks=True, lstrip_blocks=True)
     commit = _git(root, "rev-parse", "HEAD") or _manifest_commit(root)
     context = dict(hosts=hosts, rows=rows, problems=problems, generated_at=started,
-                   commit=commit[:12] or "unknown", bench=_fill_bench_tables(bench_tables(rows), docs),
+                   commit=commit[:12] or "unknown", bench=bench_tables(rows, docs),
                    docs=docs, plots=figures(docs))
     Path(md_path).write_text(env.get_template("REPORT.md.j2").render(context))
     Path(html_path).write_text(env.get_template("report.html.j2").render(context))
