@@ -62,8 +62,12 @@ class TorchTaskKernels:
         w_uk = kv_b.view(heads, head_rows, latent)[:, :nope].float()
         q_lat.copy_(torch.einsum("hd,hdc->hc", q.view(heads, -1)[:, :nope].float(), w_uk))
 
-    def rope_q_absorb(self, q, kv_b, cos, sin, pos, q_lat, q_pe_out, heads_per_tile=1):
-        self.q_absorb(q, kv_b, q_lat)
+    def rope_q_absorb(self, q, w_uk_parts, parts, cos, sin, pos, q_lat, q_pe_out, units_per_tile=1):
+        heads, latent = q_lat.shape
+        cols = latent // parts
+        w = w_uk_parts.view(heads, parts, -1, cols).float()  # [h, block, d, c]
+        nope = w.shape[2]
+        q_lat.copy_(torch.einsum("hd,hpdc->hpc", q.view(heads, -1)[:, :nope].float(), w).reshape(heads, latent))
         for h, head in enumerate(q.view(q_pe_out.shape[0], -1)):
             q_pe_out[h] = rotate(head[-q_pe_out.shape[1]:], cos[pos], sin[pos], q.dtype)
 

@@ -5,7 +5,7 @@
  * as their IEEE-754 binary32 bit pattern (read them with a bitcast). */
 #pragma once
 #define FD_GRAPH_MAGIC 0x46445447
-#define FD_GRAPH_VERSION 2
+#define FD_GRAPH_VERSION 3
 #define FD_NONE (-1)
 #define FD_MAX_INPUTS 4
 #define FD_MAX_BUFFERS 6
@@ -142,9 +142,10 @@ enum fd_weight_word {
 #define FD_ROPE_Q_ABSORB_BUF_Q 0
 #define FD_ROPE_Q_ABSORB_BUF_Q_LAT 1
 #define FD_ROPE_Q_ABSORB_BUF_Q_PE 2
-#define FD_ROPE_Q_ABSORB_WT_KV_B 0
+#define FD_ROPE_Q_ABSORB_WT_W_UK 0
 #define FD_ROPE_Q_ABSORB_WT_ROPE_COS 1
 #define FD_ROPE_Q_ABSORB_WT_ROPE_SIN 2
+#define FD_ROPE_Q_ABSORB_ARG_PARTS 0
 #define FD_CACHE_APPEND_BUF_KV_A 0
 #define FD_CACHE_APPEND_BUF_CKV 1
 #define FD_CACHE_APPEND_BUF_KPE 2

@@ -214,7 +214,8 @@ __device__ void fd_run_task(const fd_runtime_args& a, const int* h, const int* r
                            hidden, b0, b1, none, F(FD_RMSNORM_GEMV_BUF_Y), static_cast<float*>(nullptr), smem);
       break;
     case FD_KIND_ROPE_Q_ABSORB:
-      fd_task_rope_q_absorb(F(FD_ROPE_Q_ABSORB_BUF_Q), WM(FD_ROPE_Q_ABSORB_WT_KV_B), WF(FD_ROPE_Q_ABSORB_WT_ROPE_COS),
+      fd_task_rope_q_absorb(F(FD_ROPE_Q_ABSORB_BUF_Q), WM(FD_ROPE_Q_ABSORB_WT_W_UK),
+                            rec[FD_T_ARG0 + FD_ROPE_Q_ABSORB_ARG_PARTS], WF(FD_ROPE_Q_ABSORB_WT_ROPE_COS),
                             WF(FD_ROPE_Q_ABSORB_WT_ROPE_SIN), pos, b0, b1, F(FD_ROPE_Q_ABSORB_BUF_Q_LAT),
                             F(FD_ROPE_Q_ABSORB_BUF_Q_PE), smem);
       break;

@@ -9,6 +9,7 @@ output at run time.
 
 from transformers.models.deepseek_v2.modeling_deepseek_v2 import yarn_apply_mscale
 
+from fleet_decode.graph.derived import W_UK_PARTS
 from fleet_decode.graph.format import NONE, DType, Kind, Persistence, bits_f32, f32_bits
 from fleet_decode.graph.graph import Buffer, Constants, Event, Graph, Task, Weight
 from fleet_decode.graph.plan import Plan, assign, tiles
@@ -80,6 +81,10 @@ def _attention(b: _Builder, layer, h_in, h_in_ready, h_out):
     kva_w = b.weight(p + "self_attn.kv_a_proj_with_mqa.weight", (R + rope, d))
     kv_norm = b.weight(p + "self_attn.kv_a_layernorm.weight", (R,))
     kv_b = b.weight(p + "self_attn.kv_b_proj.weight", (H * (nope + v), R))
+    parts = plan.absorb_parts
+    if R % parts:
+        raise ValueError(f"kv_lora_rank {R} does not split into plan.absorb_parts = {parts} column blocks")
+    w_uk = b.weight(p + W_UK_PARTS, (H * parts * nope, R // parts))  # derived on the host (graph.derived)
     o_w = b.weight(p + "self_attn.o_proj.weight", (d, H * v))
     # host-computed tables, one row per position, one column per rotated pair (YaRN scaling folded in)
     cos = b.weight("rope.cos", (plan.max_positions, rope // 2), DType.F32)
@@ -94,9 +99,10 @@ def _attention(b: _Builder, layer, h_in, h_in_ready, h_out):
 
     q_lat, q_pe = b.buffer(L + "q_lat", H * R), b.buffer(L + "q_pe", H * rope)
     ev_qabs = b.event(L + "q_absorb", layer)
-    for i, tile in enumerate(tiles(H, plan.heads_per_tile)):
-        b.task(Kind.ROPE_Q_ABSORB, f"{L}q_absorb[{i}]", ev_qabs, [(ev_q, 0)], (q, q_lat, q_pe), (kv_b, cos, sin),
-               layer=layer, tile=tile)
+    # Tiles of (head, column block) units, so 16 heads make 64 tasks of 32 KB instead of 16 of 128 KB.
+    for i, tile in enumerate(tiles(H * parts, plan.heads_per_tile)):
+        b.task(Kind.ROPE_Q_ABSORB, f"{L}q_absorb[{i}]", ev_qabs, [(ev_q, 0)], (q, q_lat, q_pe), (w_uk, cos, sin),
+               (parts,), layer=layer, tile=tile)
     ckv = b.buffer(L + "ckv", plan.max_positions, R, DType.MODEL, Persistence.LOG)
     kpe = b.buffer(L + "kpe", plan.max_positions, rope, DType.MODEL, Persistence.LOG)
     ev_cache = b.event(L + "cache_append", layer)

@@ -8,7 +8,7 @@ import enum
 import struct
 
 MAGIC = 0x46445447  # "FDTG"
-VERSION = 2  # 2: the router cut into expert tiles (logits) and a ROUTE_TOPK task
+VERSION = 3  # 2: the router cut into expert tiles and a ROUTE_TOPK task; 3: q-absorb by (head, column block)
 MAX_INPUTS = 4  # input events per task record
 MAX_BUFFERS = 6  # buffer operands per task record
 MAX_WEIGHTS = 4  # weight operands per task record
@@ -50,7 +50,7 @@ class Persistence(enum.IntEnum):
 OPERANDS = {
     Kind.EMBED: (("tokens", "out"), ("embed",), ()),
     Kind.RMSNORM_GEMV: (("x", "y"), ("norm", "matrix"), ()),
-    Kind.ROPE_Q_ABSORB: (("q", "q_lat", "q_pe"), ("kv_b", "rope_cos", "rope_sin"), ()),
+    Kind.ROPE_Q_ABSORB: (("q", "q_lat", "q_pe"), ("w_uk", "rope_cos", "rope_sin"), ("parts",)),
     Kind.CACHE_APPEND: (("kv_a", "ckv", "kpe"), ("kv_norm", "rope_cos", "rope_sin"), ()),
     Kind.ATTN_CHUNK: (("q_lat", "q_pe", "ckv", "kpe", "part_o", "part_ml"), (), ()),
     Kind.ATTN_MERGE_UV: (("part_o", "part_ml", "attn_out"), ("kv_b",), ("n_chunks",)),

@@ -13,7 +13,8 @@ class Plan:
     workers: int = 8
     stage_tiles: int = 0  # tiles each GEMV stage is cut into (0: as many as workers)
     row_align: int = 8  # tile heights are multiples of this (wide loads, whole warps of rows)
-    heads_per_tile: int = 1  # heads per q-absorb / merge tile
+    heads_per_tile: int = 1  # heads per merge tile; (head, column block) units per q-absorb tile
+    absorb_parts: int = 4  # column blocks a head's q-absorb is cut into (one task each by default)
     attn_chunk: int = 64  # cache positions per attention chunk (flash-decoding split)
     max_positions: int = 2048  # cache rows allocated: prefill + decoded tokens must fit
     max_steps: int = 64  # decode steps one launch can run (token and logits rows allocated)
@@ -23,7 +24,8 @@ class Plan:
     def __post_init__(self):
         if self.assign not in ASSIGNMENTS:
             raise ValueError(f"assign must be one of {ASSIGNMENTS}, got {self.assign!r}")
-        for name in ("workers", "row_align", "heads_per_tile", "attn_chunk", "max_positions", "max_steps"):
+        for name in ("workers", "row_align", "heads_per_tile", "absorb_parts", "attn_chunk", "max_positions",
+                     "max_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"plan.{name} must be >= 1, got {getattr(self, name)}")
 

@@ -34,12 +34,12 @@ def weight_reads(task, graph) -> list[WeightRead]:
         return [one_row(0)]
     if k in (Kind.RMSNORM_GEMV, Kind.LM_HEAD):
         return [whole(0), WeightRead(task.weights[1], -1, r0, r1, shape[1][1])]
-    if k in (Kind.ROPE_Q_ABSORB, Kind.ATTN_MERGE_UV):
+    if k == Kind.ROPE_Q_ABSORB:  # units r0..r1 of (head, column block): contiguous rows of w_uk_parts
+        return [WeightRead(task.weights[0], -1, r0 * c.qk_nope, r1 * c.qk_nope, shape[0][1]), one_row(1), one_row(2)]
+    if k == Kind.ATTN_MERGE_UV:
         per_head = c.qk_nope + c.v_head
-        first, width = (0, c.qk_nope) if k == Kind.ROPE_Q_ABSORB else (c.qk_nope, c.v_head)
-        reads = [WeightRead(task.weights[0], -1, h * per_head + first, h * per_head + first + width, c.kv_rank)
-                 for h in range(r0, r1)]
-        return reads + ([one_row(1), one_row(2)] if k == Kind.ROPE_Q_ABSORB else [])
+        return [WeightRead(task.weights[0], -1, h * per_head + c.qk_nope, (h + 1) * per_head, c.kv_rank)
+                for h in range(r0, r1)]
     if k == Kind.CACHE_APPEND:
         return [whole(0), one_row(1), one_row(2)]
     if k == Kind.O_PROJ_RESIDUAL:

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.nn.functional as F
 
+from fleet_decode.graph.derived import w_uk_parts
 from fleet_decode.kernels.library import TaskKernels, load
 
 TASK_THREADS = 256        # kTaskThreads in hip/tasks/common.h
@@ -25,6 +26,7 @@ BF16_TOL = 8e-3          # one bf16 ulp at the largest output: its rounding plus
 F32_TOL = 1e-4           # fp32 activations: fp32 accumulation over up to 10944 terms, __expf
 WARP_ROWS = 2             # kGemvRowsPerPass: rows a warp streams at once
 ROUTER_THREADS = 512      # the router is one block on the critical path: more warps (92 registers each fit 512)
+ABSORB_PARTS = 4          # Plan.absorb_parts: (head, column block) units of the graph's q-absorb
 ROUTER_TILE_ROWS = 8      # the task graph's ROUTER tiles at 132 workers (Plan.row_align experts each)
 ROTATE_BYTES = 256 << 20  # weights touched per timed launch sequence: several times the L2 (50-60 MB)
 
@@ -328,18 +330,20 @@ def check_rope_q_absorb(k, s, rnd, grid, dtype=torch.bfloat16) -> Result:
     p = int(torch.randint(0, s.cache_len, (1,), generator=rnd.gen, device=rnd.device))
     nbytes = s.heads * s.nope * s.kv_lora * 2
     kv_bs = [rnd.randn(s.heads * (s.nope + s.v_head), s.kv_lora, std=0.02) for _ in range(rnd.copies(nbytes))]
+    parts = ABSORB_PARTS
+    w_uks = [w_uk_parts(kv_b, s.heads, s.nope, s.v_head, parts) for kv_b in kv_bs]  # the graph's layout
     q_lat = poisoned(s.heads, s.kv_lora, dtype=torch.float32, device=rnd.device)
     q_pe = poisoned(s.heads, s.rope, dtype=dtype, device=rnd.device)
-    k.rope_q_absorb(q, kv_bs[0], cos, sin, p, q_lat, q_pe)
+    k.rope_q_absorb(q, w_uks[0], parts, cos, sin, p, q_lat, q_pe)
     sync(rnd.device)
     written = not (unwritten(q_lat) or unwritten(q_pe))
     q_pe_ref = rope_ref(q.view(s.heads, -1)[:, s.nope:], cos[p], sin[p], dtype)
-    errs = measure([(q_lat, q_absorb_ref(q, kv_bs[0], s)), (q_pe, q_pe_ref)])
-    us = time_launches([lambda kv_b=kv_b: k.rope_q_absorb(q, kv_b, cos, sin, p, q_lat, q_pe) for kv_b in kv_bs],
+    errs = measure([(q_lat, q_absorb_ref(q, kv_bs[0], s)), (q_pe, q_pe_ref)])  # against kv_b as HF holds it
+    us = time_launches([lambda w=w: k.rope_q_absorb(q, w, parts, cos, sin, p, q_lat, q_pe) for w in w_uks],
                        rnd.device)
     return result(named("rope_q_absorb", dtype), errs, tol_for(dtype, BF16_TOL),
-                  f"{s.heads} heads, one per tile, position {p}", us, nbytes, written,
-                  note="the task graph's ROPE_Q_ABSORB")
+                  f"{s.heads} heads x {parts} column blocks, one per tile, position {p}", us, nbytes, written,
+                  note="the task graph's ROPE_Q_ABSORB (W_UK in its derived layout)")
 
 
 def attention_partials_ref(q_lat, q_pe, ckv, kpe, n_pos, chunk_len, scale):

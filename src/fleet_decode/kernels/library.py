@@ -25,7 +25,7 @@ SIGNATURES = {
     "rmsnorm_gemv": [P, P, F, P, I, I, I, P, P, I],
     "rope_cache": [P, P, P, F, P, P, I, P, P, P, I],
     "q_absorb": [P, P, I, P, I],
-    "rope_q_absorb": [P, P, P, P, I, I, P, P, I],
+    "rope_q_absorb": [P, P, I, P, P, I, I, P, P, I],
     "attention_chunk": [P, P, P, P, I, I, I, F, P, P, P, I],
     "attention_merge": [P, P, P, I, P],
     "attention_merge_uv": [P, P, I, P, I, P, I],
@@ -113,9 +113,10 @@ class TaskKernels:
         self._launch("q_absorb", act(q), ptr(kv_b, torch.bfloat16), cols_per_tile, ptr(q_lat, torch.float32),
                      is_f32(q))
 
-    def rope_q_absorb(self, q, kv_b, cos, sin, pos, q_lat, q_pe_out, heads_per_tile=1):
-        self._launch("rope_q_absorb", act(q), ptr(kv_b, torch.bfloat16), ptr(cos, torch.float32),
-                     ptr(sin, torch.float32), pos, heads_per_tile, ptr(q_lat, torch.float32), ptr(q_pe_out, q.dtype),
+    def rope_q_absorb(self, q, w_uk_parts, parts, cos, sin, pos, q_lat, q_pe_out, units_per_tile=1):
+        """The task graph's ROPE_Q_ABSORB: w_uk_parts in the graph's layout (fleet_decode.graph.derived)."""
+        self._launch("rope_q_absorb", act(q), ptr(w_uk_parts, torch.bfloat16), parts, ptr(cos, torch.float32),
+                     ptr(sin, torch.float32), pos, units_per_tile, ptr(q_lat, torch.float32), ptr(q_pe_out, q.dtype),
                      is_f32(q))
 
     def attention_chunk(self, q_lat, q_pe, ckv_cache, kpe_cache, n_pos, chunk_len, scale, part_m, part_l, part_o):

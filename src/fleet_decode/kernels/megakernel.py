@@ -38,6 +38,7 @@ from fleet_decode.sim.decode import weight_table
 
 P, I, D, L = ctypes.c_void_p, ctypes.c_int, ctypes.c_double, ctypes.c_longlong
 MAX_ATTN_CHUNK = 64  # kMaxChunk of hip/tasks/attention_chunk.cu
+THREADS = 256  # kRuntimeThreads of hip/runtime/megakernel.cu
 MAX_MERGE_CHUNKS = 1024  # kMaxChunks of hip/tasks/attention_merge.cu
 COMPILED_DIMS = dict(n_heads=16, kv_rank=512, qk_rope=64, qk_nope=128, v_head=128)  # hip/tasks/common.h
 TRACE_WORDS = 3  # fd_trace_word: wall ticks when reached, ready, done
@@ -143,6 +144,10 @@ def _check_graph(graph, n_sm):
     for t in graph.tasks:
         if t.kind == Kind.ATTN_CHUNK and t.tile[1] - t.tile[0] > MAX_ATTN_CHUNK:
             raise MegakernelError(f"{t.name} spans {t.tile[1] - t.tile[0]} positions, the kernel at most {MAX_ATTN_CHUNK}")
+        if t.kind == Kind.ROPE_Q_ABSORB and (c.kv_rank % t.args[0] or (c.kv_rank // t.args[0]) % 8
+                                             or c.kv_rank // t.args[0] // 8 > THREADS):
+            raise MegakernelError(f"{t.name}: {t.args[0]} column blocks of {c.kv_rank} latent columns; the kernel "
+                                  f"needs blocks of a multiple of 8 columns, at most {8 * THREADS}")
         if t.kind == Kind.ATTN_MERGE_UV and t.args[0] > MAX_MERGE_CHUNKS:
             raise MegakernelError(f"{t.name} merges {t.args[0]} chunks, the merge task holds at most "
                                   f"{MAX_MERGE_CHUNKS}: use longer attention chunks")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from fleet_decode.graph.derived import derived
 from fleet_decode.graph.build import build_graph
 from fleet_decode.graph.counts import graph_counts
 from fleet_decode.graph.format import Kind
@@ -41,11 +42,16 @@ def sim_plan(workers: int, max_positions: int, max_steps: int, assign="balanced"
 
 
 def weight_table(model, graph) -> list[torch.Tensor]:
-    """The tensors of the graph's weight slots: HF parameters by name, and the host-computed rope tables."""
+    """The tensors of the graph's weight slots: HF parameters by name, the host-computed rope tables and
+    the weights the graph keeps in a layout of its own (fleet_decode.graph.derived)."""
     params = dict(model.named_parameters())
     rotary = model.model.rotary_emb
     cos, sin = rope_table(rotary.inv_freq, float(rotary.attention_scaling), torch.arange(graph.constants.max_positions, device=rotary.inv_freq.device))
     host = {"rope.cos": cos, "rope.sin": sin}
+    for w in graph.weights:
+        tensor = derived(w.name, w.shape, params, model.config)
+        if tensor is not None:
+            host[w.name] = tensor
     missing = [w.name for w in graph.weights if w.name not in params and w.name not in host]
     if missing:
         raise KeyError(f"the model has no parameter(s) {missing[:3]} that the graph reads")

@@ -94,11 +94,13 @@ def check_task_kinds(hf_model, seed=0) -> dict:
     q = rand(H, nope + rope)
     k.put("q", q)
     k.run()
-    h0, h1 = k.task.tile
-    want_lat = torch.einsum("hd,rhd->hr", q[h0:h1, :nope], kv_b_of_identity[:, h0:h1, :nope])
-    want_pe = _rotate(q[h0:h1, nope:], hf_model, pos0)
-    results["ROPE_Q_ABSORB"] = _worst(_error(k.out("q_lat").view(H, R)[h0:h1], want_lat),
-                                      _error(k.out("q_pe").view(H, rope)[h0:h1], want_pe))
+    parts, (u0, u1) = k.task.args[0], k.task.tile  # units of (head, column block); q_pe with block 0
+    cols = R // parts
+    want_lat = torch.einsum("hd,rhd->hr", q[:, :nope], kv_b_of_identity[:, :, :nope]).view(H * parts, cols)
+    want_pe = _rotate(q[:, nope:], hf_model, pos0)
+    heads = sorted({u // parts for u in range(u0, u1) if u % parts == 0})
+    results["ROPE_Q_ABSORB"] = _worst(_error(k.out("q_lat").view(H * parts, cols)[u0:u1], want_lat[u0:u1]),
+                                      _error(k.out("q_pe").view(H, rope)[heads], want_pe[heads]))
 
     k = case(Kind.CACHE_APPEND, "L0.")
     kv = rand(R + rope)

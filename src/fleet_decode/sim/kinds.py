@@ -69,14 +69,18 @@ def _per_head(ctx):
 
 
 def rope_q_absorb(ctx):
-    c, (h0, h1) = ctx.c, ctx.task.tile
-    width = c.qk_nope + c.qk_rope
-    q = ctx.read("q", h0 * width, h1 * width).view(h1 - h0, width)
+    """Units [b, e) of (head, column block): the block's columns of q_lat[h]; the head's q_pe with its
+    first block."""
+    c, (u0, u1), parts = ctx.c, ctx.task.tile, ctx.arg(0)
+    width, cols = c.qk_nope + c.qk_rope, c.kv_rank // parts
+    w_uk = ctx.weight("w_uk").view(c.n_heads * parts, c.qk_nope, cols)
     cos, sin = ctx.weight("rope_cos")[ctx.pos], ctx.weight("rope_sin")[ctx.pos]
-    w_uk = _per_head(ctx)[h0:h1, :c.qk_nope]
-    q_lat = torch.einsum("hd,hdc->hc", q[:, :c.qk_nope].float(), w_uk.float())
-    ctx.write("q_lat", h0 * c.kv_rank, q_lat.reshape(-1))
-    ctx.write("q_pe", h0 * c.qk_rope, rope(q[:, c.qk_nope:], cos, sin).reshape(-1))
+    for u in range(u0, u1):
+        h, block = divmod(u, parts)
+        q = ctx.read("q", h * width, (h + 1) * width)
+        ctx.write("q_lat", h * c.kv_rank + block * cols, q[:c.qk_nope].float() @ w_uk[u].float())
+        if block == 0:
+            ctx.write("q_pe", h * c.qk_rope, rope(q[None, c.qk_nope:], cos, sin).reshape(-1))
 
 
 def cache_append(ctx):

@@ -1,0 +1,28 @@
+"""Weights the graph reads in a layout of its own, derived on the host from the model's parameters
+(as the rope tables are computed there): W_UK cut into column blocks, each block contiguous, so a
+q-absorb task of one (head, column block) streams one contiguous range."""
+
+import torch
+
+W_UK_PARTS = "self_attn.w_uk_parts"  # model.layers.<l>.self_attn.w_uk_parts
+
+
+def w_uk_parts(kv_b: torch.Tensor, n_heads: int, nope: int, v_head: int, parts: int) -> torch.Tensor:
+    """kv_b_proj.weight [H*(nope+v), R] -> [H*parts*nope, R/parts]: row (h*parts + p)*nope + d holds
+    W_UK[h][d][p*R/parts : (p+1)*R/parts] (W_UK[h] = rows h*(nope+v) .. +nope of kv_b). Same values."""
+    rank = kv_b.shape[1]
+    if rank % parts:
+        raise ValueError(f"kv_lora_rank {rank} does not split into {parts} column blocks")
+    w_uk = kv_b.view(n_heads, nope + v_head, rank)[:, :nope]
+    return (w_uk.reshape(n_heads, nope, parts, rank // parts).permute(0, 2, 1, 3)
+            .reshape(n_heads * parts * nope, rank // parts).contiguous())
+
+
+def derived(name: str, shape, params: dict, config):
+    """The tensor of a derived weight slot, or None if `name` is not one."""
+    if not name.endswith("." + W_UK_PARTS):
+        return None
+    layer_prefix = name[: -len(W_UK_PARTS)]
+    kv_b = params[layer_prefix + "self_attn.kv_b_proj.weight"].detach()
+    parts = config.kv_lora_rank // shape[1]
+    return w_uk_parts(kv_b, config.num_attention_heads, config.qk_nope_head_dim, config.v_head_dim, parts)
