@@ -65,8 +65,9 @@ class _Builder:
                                tuple(args)))
         self.events[out_event].triggers += 1
 
-    def gemv_tiles(self, kind, name, total_rows, stage_rows, out_event, inputs, buffers, weights, layer, slot=NONE):
-        for i, tile in enumerate(tiles(total_rows, self.plan.tile_rows(stage_rows))):
+    def gemv_tiles(self, kind, name, total_rows, stage_rows, out_event, inputs, buffers, weights, layer, slot=NONE,
+                   reserved=0):
+        for i, tile in enumerate(tiles(total_rows, self.plan.tile_rows(stage_rows, reserved))):
             self.task(kind, f"{name}[{i}]", out_event, inputs, buffers, weights, layer=layer, tile=tile, slot=slot)
 
 
@@ -167,23 +168,20 @@ def _mlp(b: _Builder, layer, h_attn, ev_o, h_out, ev_out):
     # The gate/up stage (shared experts and every slot) is cut over the workers the routing leaves
     # free, so that each worker gets at most one of its tiles; all gate/up tiles come before any
     # down tile in the task order, so list scheduling hands them the free workers first.
-    gate_up_rows = b.plan.tile_rows(shared + K * inter, reserved=routing_tasks)
-    down_stage = d * (K + 1)
+    gate_up_stage, down_stage = shared + K * inter, d * (K + 1)
     # Shared experts first in the graph: they only need h_attn, so they stream while routing is decided.
     sh_act = b.buffer(L + "shared_act", shared)
     ev_sh = b.event(L + "shared_gate_up", layer)
-    for i, tile in enumerate(tiles(shared, gate_up_rows)):
-        b.task(Kind.GATE_UP, f"{L}shared_gate_up[{i}]", ev_sh, [(ev_o, 0)], (h_attn, sh_act), (post_norm, sh_gate, sh_up),
-               layer=layer, tile=tile)
+    b.gemv_tiles(Kind.GATE_UP, L + "shared_gate_up", shared, gate_up_stage, ev_sh, [(ev_o, 0)], (h_attn, sh_act),
+                 (post_norm, sh_gate, sh_up), layer, reserved=routing_tasks)
     b.gemv_tiles(Kind.DOWN_ACCUM, L + "shared_down", d, down_stage, ev_out, [(ev_sh, 0)], (sh_act, h_out), (sh_down,),
                  layer)
     acts, ev_gus = [], []
     for k in range(K):
         acts.append(b.buffer(f"{L}expert_act.{k}", inter))
         ev_gus.append(b.event(f"{L}expert_gate_up.{k}", layer))
-        for i, tile in enumerate(tiles(inter, gate_up_rows)):
-            b.task(Kind.EXPERT_GATE_UP, f"{L}expert_gate_up.{k}[{i}]", ev_gus[k], [(ev_route, 0)],
-                   (h_attn, route_idx, acts[k]), (post_norm, gate_up), layer=layer, tile=tile, slot=k)
+        b.gemv_tiles(Kind.EXPERT_GATE_UP, f"{L}expert_gate_up.{k}", inter, gate_up_stage, ev_gus[k], [(ev_route, 0)],
+                     (h_attn, route_idx, acts[k]), (post_norm, gate_up), layer, slot=k, reserved=routing_tasks)
     for k in range(K):
         b.gemv_tiles(Kind.EXPERT_DOWN_ACCUM, f"{L}expert_down.{k}", d, down_stage, ev_out, [(ev_gus[k], 0)],
                      (acts[k], route_idx, route_w, h_out), (down,), layer, slot=k)

@@ -205,17 +205,16 @@ class Megakernel:
         handle = (lib or library.load()).lib
         handle.fd_megakernel_launch.argtypes = [P, I, P, P, P, P, P, P, P, I, P, I, I, D, P, P, I, L, I, P, P]
         handle.fd_megakernel_launch.restype = I
+        # The side tables' layouts (prefetch ranges, words, route words; trace words) as compiled
+        host = (prefetch_tables.RANGES, prefetch_tables.WORDS, prefetch_tables.ROUTE_WORDS, TRACE_WORDS)
         try:
             compiled = (handle.fd_megakernel_prefetch_ranges(), handle.fd_megakernel_prefetch_words(),
-                        handle.fd_megakernel_prefetch_route_words())
-        except AttributeError:  # a library built before the prefetch table existed
+                        handle.fd_megakernel_prefetch_route_words(), handle.fd_megakernel_trace_words())
+        except AttributeError:  # a library built before the prefetch table or the trace existed
             compiled = None
-        if not hasattr(handle, "fd_megakernel_trace_words"):  # a library built before the trace existed
-            compiled = None
-        if compiled != (prefetch_tables.RANGES, prefetch_tables.WORDS, prefetch_tables.ROUTE_WORDS):
-            raise MegakernelError(f"the runtime's prefetch table is {compiled}, the host's "
-                                  f"{(prefetch_tables.RANGES, prefetch_tables.WORDS, prefetch_tables.ROUTE_WORDS)}: "
-                                  f"rebuild (python -m fleet_decode.kernels.build)")
+        if compiled != host:
+            raise MegakernelError(f"the runtime's table layouts (prefetch ranges, words, route words; trace words) "
+                                  f"are {compiled}, the host's {host}: rebuild (python -m fleet_decode.kernels.build)")
         handle.fd_megakernel_ticks_per_second.restype = D
         return handle
 

@@ -54,10 +54,12 @@ def summarise(graph, times: np.ndarray, steps) -> dict:
     by_event: dict[int, list[int]] = {}
     for i, tk in enumerate(tasks):
         by_event.setdefault(tk.out_event, []).append(i)
-    fire = np.stack([t[:, by_event[e], DONE].max(axis=1) if e in by_event else np.full(len(steps), np.nan)
-                     for e in range(len(events))], axis=1)  # [steps, events]
-    first_ready = np.stack([t[:, by_event[e], READY].min(axis=1) if e in by_event else np.full(len(steps), np.nan)
-                            for e in range(len(events))], axis=1)
+
+    def per_event(mark, reduce):  # [steps, events]: reduce over each event's tasks' mark (NaN: no task)
+        return np.stack([reduce(t[:, by_event[e], mark], axis=1) if e in by_event else np.full(len(steps), np.nan)
+                         for e in range(len(events))], axis=1)
+
+    fire, first_ready = per_event(DONE, np.max), per_event(READY, np.min)
     names = [ev.name for ev in events]
     index = {n: i for i, n in enumerate(names)}
     c = graph.constants
