@@ -212,6 +212,20 @@ __device__ __forceinline__ int fd_atomic_add_acq_rel(int* p, int v) {
 #endif
 }
 
+// A signal nobody reads the old value of: a non-returning release add (red.release.gpu on CUDA),
+// so the signalling thread does not wait for the counter's round trip. After a block barrier it
+// publishes every thread's writes (release is cumulative over what the barrier ordered before it:
+// the pattern of CUTLASS's GenericBarrier::arrive_inc).
+__device__ __forceinline__ void fd_signal_add_release(int* p, int v) {
+#if FD_CUDA && defined(__CUDA_ARCH__)
+  asm volatile("red.release.gpu.global.add.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+#elif FD_CUDA
+  (void)p, (void)v;
+#else
+  (void)__hip_atomic_fetch_add(p, v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_AGENT);
+#endif
+}
+
 // Makes this thread's earlier writes visible device-wide before a later relaxed signal, and
 // orders its later reads after an earlier acquire, for the whole block once a barrier follows.
 __device__ __forceinline__ void fd_fence_device() { __threadfence(); }
@@ -224,6 +238,16 @@ __device__ __forceinline__ void fd_atomic_add_f32(float* p, float v) {
   atomicAdd(p, v);
 #else
   __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+#endif
+}
+
+// Integer counts in shared memory, summed by the threads of one block (relaxed, workgroup scope:
+// a barrier orders them for the readers).
+__device__ __forceinline__ void fd_atomic_add_shared(int* p, int v) {
+#if FD_CUDA
+  atomicAdd(p, v);
+#else
+  __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_WORKGROUP);
 #endif
 }
 

@@ -21,7 +21,8 @@ import pytest
 import torch
 
 from fleet_decode.graph import build_graph
-from fleet_decode.kernels.megakernel import PREFETCH_BITS, Megakernel, Tuning, WatchdogTimeout, prefetch_mode
+from fleet_decode.kernels.megakernel import (PREFETCH_BITS, SYNC_MODES, Megakernel, Tuning, WatchdogTimeout,
+                                             prefetch_mode)
 from fleet_decode.model import Reference, load_model, prompt_ids
 from fleet_decode.model.reference import Route
 
@@ -130,13 +131,15 @@ def test_decode_is_deterministic(prompt, megakernel):
 
 
 @pytest.mark.parametrize("bulk", [False, True])
-def test_prefetch_and_sparse_polling_change_no_bit_of_the_output(prompt, megakernel, bulk):
-    # Prefetches are hints and polling only changes when a wait notices its counter: same graph, so
-    # the same additions in the same order, so bit-identical logits.
-    megakernel.tuning = Tuning(prefetch=0)
+@pytest.mark.parametrize("sync", sorted(SYNC_MODES))
+def test_prefetch_polling_and_sync_mode_change_no_bit_of_the_output(prompt, megakernel, bulk, sync):
+    # Prefetches are hints, polling only changes when a wait notices its counter, and the sync modes
+    # order the same reads and writes: same graph, so the same additions in the same order, so
+    # bit-identical logits (against the fenced runtime without prefetch, the first one written).
+    megakernel.tuning = Tuning(prefetch=0, sync="fenced")
     plain = megakernel.decode(prompt, 4)
     names = [n for n in PREFETCH_BITS if bulk or n != "bulk"]
-    megakernel.tuning = Tuning(prefetch=prefetch_mode(*names), prefetch_kib=256, poll_every=32)
+    megakernel.tuning = Tuning(prefetch=prefetch_mode(*names), prefetch_kib=256, poll_every=32, sync=sync)
     try:
         tuned = megakernel.decode(prompt, 4)
     finally:

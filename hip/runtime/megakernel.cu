@@ -81,6 +81,12 @@ enum fd_prefetch_bit {
   FD_PREFETCH_ALL_BITS = 31,
 };
 constexpr long long kBulkPrefetchPiece = 64 * 1024;
+// sync_mode (a launch argument): how a wait and a signal order memory.
+//   FENCED: a device fence after the wait, fences around the adders' arrival, and a fence before
+//           the returning release add of the signal (the runtime as first written).
+//   LEAN:   the acquire loads and release atomics alone, ordered for the block by its barriers
+//           (CUTLASS's GenericBarrier pattern), and the signal a non-returning red.release.
+enum fd_sync_mode { FD_SYNC_FENCED = 0, FD_SYNC_LEAN = 1 };
 // trace (optional): per step and task, thread 0's wall clock (port.h; 32 ns ticks on the H200)
 // when the task is reached, when its inputs are ready (after the barrier) and after its signal.
 // Off (nullptr) it costs one branch per task.
@@ -105,6 +111,7 @@ struct fd_runtime_args {
   int prefetch_mode;          // fd_prefetch_bit flags
   long long prefetch_bytes;   // at most this many bytes per task prefetched (L2 holds ~50 MB for all workers)
   int poll_every;             // counter polls between two looks at the abort flag and the clock
+  int sync_mode;              // fd_sync_mode
   unsigned long long* trace;  // nullptr, or [n_steps][N_TASKS][FD_TRACE_WORDS]
 };
 
@@ -343,8 +350,8 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_runtime_a
           ok = fd_wait_counter(a, a.counters + e, events[e * FD_EVENT_WORDS + FD_E_TRIGGERS] * (step + 1 - lag), t, e,
                                step, rec[FD_T_KIND]);
         }
-        fd_fence_device();  // the whole block reads what the signallers published, once the barrier below passes
-        proceed = ok;
+        if (a.sync_mode == FD_SYNC_FENCED) fd_fence_device();
+        proceed = ok;  // the whole block reads what the signallers published once the barrier below passes
       }
       __syncthreads();
       if (!proceed) return;
@@ -356,9 +363,9 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_runtime_a
       __syncthreads();
       if (order[0] >= 0) {
         if (threadIdx.x == 0) {
-          fd_fence_device();
+          if (a.sync_mode == FD_SYNC_FENCED) fd_fence_device();
           const int before = fd_atomic_add_acq_rel(a.arrivals + order[0], 1);
-          fd_fence_device();
+          if (a.sync_mode == FD_SYNC_FENCED) fd_fence_device();
           last_adder = before == (step + 1) * order[2] - 1;  // arrivals never reset: n per step
         }
         __syncthreads();
@@ -369,8 +376,12 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_runtime_a
         }
       }
       if (threadIdx.x == 0) {
-        fd_fence_device();
-        if (rec[FD_T_OUT_EVENT] >= 0) fd_atomic_add_release(a.counters + rec[FD_T_OUT_EVENT], 1);
+        if (a.sync_mode == FD_SYNC_FENCED) {
+          fd_fence_device();
+          if (rec[FD_T_OUT_EVENT] >= 0) fd_atomic_add_release(a.counters + rec[FD_T_OUT_EVENT], 1);
+        } else if (rec[FD_T_OUT_EVENT] >= 0) {
+          fd_signal_add_release(a.counters + rec[FD_T_OUT_EVENT], 1);
+        }
         if (rec[FD_T_KIND] == FD_KIND_ARGMAX) a.step_ticks[step + 1] = fd_wall_ticks();
         fd_trace_mark(tr, FD_TR_DONE);
       }
@@ -389,6 +400,7 @@ FD_EXPORT int fd_megakernel_prefetch_ranges() { return FD_PREFETCH_RANGES; }
 FD_EXPORT int fd_megakernel_prefetch_words() { return FD_PREFETCH_WORDS; }
 FD_EXPORT int fd_megakernel_prefetch_route_words() { return FD_PREFETCH_ROUTE_WORDS; }
 FD_EXPORT int fd_megakernel_trace_words() { return FD_TRACE_WORDS; }
+FD_EXPORT int fd_megakernel_sync_modes() { return FD_SYNC_LEAN + 1; }
 FD_EXPORT double fd_megakernel_ticks_per_second() { return fd_wall_ticks_per_second(); }
 
 FD_EXPORT int fd_megakernel_launch(const int* blob, int n_workers, void* const* buffers, const void* const* weights,
@@ -396,17 +408,17 @@ FD_EXPORT int fd_megakernel_launch(const int* blob, int n_workers, void* const* 
                                    int partial_row, unsigned long long* step_ticks, int pos0, int n_steps,
                                    double timeout_seconds, const long long* prefetch,
                                    const long long* prefetch_routes, int prefetch_mode, long long prefetch_bytes,
-                                   int poll_every, unsigned long long* trace, void* stream) {
+                                   int poll_every, int sync_mode, unsigned long long* trace, void* stream) {
   if (n_workers <= 0 || n_steps <= 0 || pos0 < 0 || partial_row <= 0 || !(timeout_seconds > 0)) return -1;
   if (prefetch_mode < 0 || prefetch_mode > FD_PREFETCH_ALL_BITS || (prefetch_mode && !(prefetch && prefetch_routes)) ||
-      prefetch_bytes < 0 || poll_every < 1)
+      prefetch_bytes < 0 || poll_every < 1 || (sync_mode != FD_SYNC_FENCED && sync_mode != FD_SYNC_LEAN))
     return -1;
   const fd_error_t attr = fd_set_max_dynamic_smem(reinterpret_cast<const void*>(&fd_megakernel), FD_RUNTIME_SMEM_BYTES);
   if (attr != fd_success) return static_cast<int>(attr);
   fd_runtime_args a{blob,     buffers,    weights,    counters, arrivals, add_order,
                     partials, partial_row, error,    step_ticks, pos0, n_steps,
                     static_cast<unsigned long long>(timeout_seconds * fd_wall_ticks_per_second()),
-                    prefetch, prefetch_routes, prefetch_mode, prefetch_bytes, poll_every, trace};
+                    prefetch, prefetch_routes, prefetch_mode, prefetch_bytes, poll_every, sync_mode, trace};
   void* args[] = {&a};
   return static_cast<int>(fd_launch_cooperative(reinterpret_cast<const void*>(&fd_megakernel), dim3(n_workers),
                                                 dim3(kRuntimeThreads), args, FD_RUNTIME_SMEM_BYTES,

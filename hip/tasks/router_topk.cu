@@ -13,7 +13,7 @@ constexpr int kMaxExperts = 256;
 constexpr int kMaxTopK = 16;
 
 template <class Act>
-__host__ __device__ constexpr int fd_router_smem_bytes(int hidden) { return hidden * sizeof(Act) + 2 * kMaxExperts * 4; }
+__host__ __device__ constexpr int fd_router_smem_bytes(int hidden) { return hidden * sizeof(Act) + 3 * kMaxExperts * 4; }
 
 // The task graph's ROUTER: logits[e] = W_router[e] . RMSNorm(x) for experts [e_begin, e_end).
 template <class Act>
@@ -50,46 +50,69 @@ __device__ void fd_task_router_logits(const Act* x, const fd_bf16* norm_weight, 
   }
 }
 
-// The task graph's ROUTE_TOPK: softmax over the n_experts logits and greedy top-k, in warp 0 (the
-// other warps return at once). logits may be shared or global memory; scratch is shared memory of
-// 2 * n_experts floats (its first half may be logits itself: a lane rewrites only its own experts).
-// The top k by rank, not by k rounds of arg-max: each lane counts, for each of its experts, the
-// experts ahead of it (larger probability, or equal and lower index), so every step is a pass
-// over shared memory with no chain of shuffles.
+// The task graph's ROUTE_TOPK: softmax over the n_experts logits in warp 0, then greedy top-k by
+// the whole block. logits may be shared or global memory; scratch is shared memory of
+// 3 * n_experts words (its first n_experts may be logits itself: a lane rewrites only its own
+// experts). The top k by rank, not by k rounds of arg-max: an expert's rank is the number of
+// experts ahead of it (larger probability, or equal and lower index), its slot the number of chosen
+// experts below it; both are counted by all threads, kRankPiece comparisons each, and summed with
+// shared-memory atomics (integers: the same sums in any order).
+constexpr int kRankPiece = 16;
+
 __device__ void fd_task_route_topk(const float* logits, int n_experts, int top_k, float routed_scaling,
                                    float* probs_out, int* topk_idx, float* topk_weight, float* scratch) {
-  if (fd_warp() != 0) return;
   float* prob_s = scratch;
-  int* chosen_s = reinterpret_cast<int*>(scratch + n_experts);
-  float m = -INFINITY;
-  for (int e = fd_lane(); e < n_experts; e += kWarpSize) m = fmaxf(m, logits[e]);
-  m = fd_warp_max(m);
-  float l = 0.f;
-  for (int e = fd_lane(); e < n_experts; e += kWarpSize) l += expf(logits[e] - m);
-  const float inv_l = 1.f / fd_warp_sum(l);
-  for (int e = fd_lane(); e < n_experts; e += kWarpSize) {
-    const float p = expf(logits[e] - m) * inv_l;
-    prob_s[e] = p;
-    if (probs_out != nullptr) probs_out[e] = p;
+  int* rank_s = reinterpret_cast<int*>(scratch + n_experts);
+  int* slot_s = rank_s + n_experts;
+  for (int e = threadIdx.x; e < 2 * n_experts; e += blockDim.x) rank_s[e] = 0;  // rank_s and slot_s
+  if (fd_warp() == 0) {
+    // logits (global memory in the megakernel, written by the ROUTER tiles) are read once: each
+    // further pass is over the lane's own entries of prob_s.
+    float m = -INFINITY;
+    for (int e = fd_lane(); e < n_experts; e += kWarpSize) {
+      const float x = logits[e];
+      prob_s[e] = x;
+      m = fmaxf(m, x);
+    }
+    m = fd_warp_max(m);
+    float l = 0.f;
+    for (int e = fd_lane(); e < n_experts; e += kWarpSize) {
+      const float x = expf(prob_s[e] - m);
+      prob_s[e] = x;
+      l += x;
+    }
+    const float inv_l = 1.f / fd_warp_sum(l);
+    for (int e = fd_lane(); e < n_experts; e += kWarpSize) {
+      const float p = prob_s[e] * inv_l;
+      prob_s[e] = p;
+      if (probs_out != nullptr) probs_out[e] = p;
+    }
   }
-  fd_sync_warp();
-  for (int e = fd_lane(); e < n_experts; e += kWarpSize) {
+  __syncthreads();
+  const int pieces = (n_experts + kRankPiece - 1) / kRankPiece;
+  for (int w = threadIdx.x; w < n_experts * pieces; w += blockDim.x) {
+    const int e = w % n_experts, o0 = (w / n_experts) * kRankPiece, o1 = min(o0 + kRankPiece, n_experts);
     const float p = prob_s[e];
     int ahead = 0;
-    for (int o = 0; o < n_experts; ++o) {
+    for (int o = o0; o < o1; ++o) {
       const float q = prob_s[o];
       ahead += q > p || (q == p && o < e);
     }
-    chosen_s[e] = ahead < top_k;
+    if (ahead) fd_atomic_add_shared(rank_s + e, ahead);
   }
-  fd_sync_warp();
-  // A chosen expert's slot: the chosen experts below it (so the k come out in ascending order).
-  for (int e = fd_lane(); e < n_experts; e += kWarpSize) {
-    if (!chosen_s[e]) continue;
-    int slot = 0;
-    for (int o = 0; o < e; ++o) slot += chosen_s[o];
-    topk_idx[slot] = e;
-    topk_weight[slot] = prob_s[e] * routed_scaling;
+  __syncthreads();
+  for (int w = threadIdx.x; w < n_experts * pieces; w += blockDim.x) {
+    const int e = w % n_experts, o0 = (w / n_experts) * kRankPiece, o1 = min(o0 + kRankPiece, e);
+    if (rank_s[e] >= top_k) continue;
+    int below = 0;
+    for (int o = o0; o < o1; ++o) below += rank_s[o] < top_k;
+    if (below) fd_atomic_add_shared(slot_s + e, below);
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < n_experts; e += blockDim.x) {
+    if (rank_s[e] >= top_k) continue;
+    topk_idx[slot_s[e]] = e;
+    topk_weight[slot_s[e]] = prob_s[e] * routed_scaling;
   }
 }
 
@@ -146,7 +169,7 @@ __global__ void fd_kernel_router_logits(const Act* x, const fd_bf16* norm_weight
 
 __global__ void fd_kernel_route_topk(const float* logits, int n_experts, int top_k, float routed_scaling,
                                      float* probs_out, int* topk_idx, float* topk_weight) {
-  __shared__ float scratch[2 * kMaxExperts];
+  __shared__ float scratch[3 * kMaxExperts];
   fd_task_route_topk(logits, n_experts, top_k, routed_scaling, probs_out, topk_idx, topk_weight, scratch);
 }
 

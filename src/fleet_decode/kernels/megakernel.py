@@ -52,6 +52,10 @@ PREFETCH_BITS = {  # fd_prefetch_bit
     "routed": 8,  # routed-expert tiles too, once the router has fired
     "after_wait": 16,  # once a task's inputs are ready, the next task's ranges (overlapping the run)
 }
+SYNC_MODES = {  # fd_sync_mode: how a wait and a signal order memory
+    "fenced": 0,  # a device fence after each wait and before each signal's (returning) release add
+    "lean": 1,  # acquire loads and release atomics alone, the block ordered by its barriers; red.release signals
+}
 
 
 def prefetch_mode(*names: str) -> int:
@@ -61,15 +65,18 @@ def prefetch_mode(*names: str) -> int:
 @dataclass(frozen=True)
 class Tuning:
     """Launch-time knobs of the runtime (no rebuild of the graph; docs/megakernel.md "Speed").
-    The defaults are the fastest of the H200 sweep (docs/measurements/megakernel-h200-sweep1.json):
-    prefetching a task's own ranges before waiting took 3.96 ms to 3.80 ms per token."""
+    The defaults are the fastest of the H200 sweep (docs/measurements/megakernel-h200-sweep7-block-topk.json):
+    lean synchronisation without prefetch, 2.95 ms per token against 3.36 ms fenced with the own-tile
+    prefetch that sweep 1 had adopted."""
     # L2 prefetch, sums of PREFETCH_BITS (hip/runtime/megakernel.cu fd_prefetch_bit); 0: none
-    prefetch: int = 1  # PREFETCH_BITS["this"]
+    prefetch: int = 0
     prefetch_kib: int = 512  # at most this much of one task's ranges (132 workers share ~50 MB of L2)
     poll_every: int = 1  # counter polls between two looks at the watchdog's abort flag and clock
+    sync: str = "lean"  # a key of SYNC_MODES
 
     def __post_init__(self):
-        if not 0 <= self.prefetch < 2 * max(PREFETCH_BITS.values()) or self.prefetch_kib < 0 or self.poll_every < 1:
+        if not 0 <= self.prefetch < 2 * max(PREFETCH_BITS.values()) or self.prefetch_kib < 0 or self.poll_every < 1 \
+                or self.sync not in SYNC_MODES:
             raise ValueError(f"bad tuning {self}")
 
 
@@ -203,18 +210,21 @@ class Megakernel:
 
     def _load(self, lib):
         handle = (lib or library.load()).lib
-        handle.fd_megakernel_launch.argtypes = [P, I, P, P, P, P, P, P, P, I, P, I, I, D, P, P, I, L, I, P, P]
+        handle.fd_megakernel_launch.argtypes = [P, I, P, P, P, P, P, P, P, I, P, I, I, D, P, P, I, L, I, I, P, P]
         handle.fd_megakernel_launch.restype = I
-        # The side tables' layouts (prefetch ranges, words, route words; trace words) as compiled
-        host = (prefetch_tables.RANGES, prefetch_tables.WORDS, prefetch_tables.ROUTE_WORDS, TRACE_WORDS)
+        # The side tables' layouts (prefetch ranges, words, route words; trace words) and the sync
+        # modes as compiled: a library built before a change to the launch's arguments is refused
+        host = (prefetch_tables.RANGES, prefetch_tables.WORDS, prefetch_tables.ROUTE_WORDS, TRACE_WORDS,
+                len(SYNC_MODES))
         try:
             compiled = (handle.fd_megakernel_prefetch_ranges(), handle.fd_megakernel_prefetch_words(),
-                        handle.fd_megakernel_prefetch_route_words(), handle.fd_megakernel_trace_words())
-        except AttributeError:  # a library built before the prefetch table or the trace existed
+                        handle.fd_megakernel_prefetch_route_words(), handle.fd_megakernel_trace_words(),
+                        handle.fd_megakernel_sync_modes())
+        except AttributeError:  # a library built before the prefetch table, the trace or sync_mode existed
             compiled = None
         if compiled != host:
-            raise MegakernelError(f"the runtime's table layouts (prefetch ranges, words, route words; trace words) "
-                                  f"are {compiled}, the host's {host}: rebuild (python -m fleet_decode.kernels.build)")
+            raise MegakernelError(f"the runtime's table layouts (prefetch ranges, words, route words; trace words; "
+                                  f"sync modes) are {compiled}, the host's {host}: rebuild (python -m fleet_decode.kernels.build)")
         handle.fd_megakernel_ticks_per_second.restype = D
         return handle
 
@@ -251,7 +261,8 @@ class Megakernel:
             self.counters.data_ptr(), self.arrivals.data_ptr(), self.add_order.data_ptr(), self.partials.data_ptr(),
             self.error.data_ptr(), self.partial_row, self.step_ticks.data_ptr(), pos0, n_steps, float(timeout_s),
             self.prefetch_ranges.data_ptr(), self.prefetch_routes.data_ptr(), self.tuning.prefetch,
-            self.tuning.prefetch_kib * 1024, self.tuning.poll_every, None if trace is None else trace.data_ptr(),
+            self.tuning.prefetch_kib * 1024, self.tuning.poll_every, SYNC_MODES[self.tuning.sync],
+            None if trace is None else trace.data_ptr(),
             torch.cuda.current_stream(self.device).cuda_stream)
         if code != 0:
             raise MegakernelError(f"fd_megakernel_launch: {self.lib.fd_error_string(code).decode()} ({code})")
@@ -505,8 +516,10 @@ def speed_variants(n_prompt: int, n_tokens: int) -> dict[str, Variant]:
     """What `--sweep` times, each a change to decode_plan() and Tuning() (docs/megakernel.md "Speed";
     sweep 1's list, on default_plan(), is in docs/measurements/megakernel-h200-sweep1.json)."""
     return {
-        "default": Variant(),  # decode_plan + Tuning(): 16-position chunks, cache sized to the decode, prefetch this
-        "no prefetch": Variant(tuning=Tuning(prefetch=0)),
+        "default": Variant(),  # decode_plan + Tuning(): 16-position chunks, cache sized to the decode, lean sync
+        "prefetch this": Variant(tuning=Tuning(prefetch=PREFETCH_BITS["this"])),
+        "sync=fenced": Variant(tuning=Tuning(sync="fenced")),
+        "sync=fenced, prefetch this": Variant(tuning=Tuning(sync="fenced", prefetch=PREFETCH_BITS["this"])),
         "attn_chunk=32": Variant({"attn_chunk": 32}),
         "attn_chunk=64": Variant({"attn_chunk": 64}),
         "heads_per_tile=2": Variant({"heads_per_tile": 2}),

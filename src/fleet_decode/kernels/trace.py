@@ -18,7 +18,7 @@ import numpy as np
 
 from fleet_decode.graph.format import Kind
 
-from fleet_decode.kernels.megakernel import TRACE_WORDS
+from fleet_decode.kernels.megakernel import SYNC_MODES, TRACE_WORDS
 
 REACHED, READY, DONE = 0, 1, 2  # fd_trace_word
 
@@ -114,6 +114,7 @@ def main(argv=None) -> int:
     parser.add_argument("--prompt", type=int, default=1024)
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--prefetch", type=int, default=Tuning().prefetch, help="Tuning.prefetch bits")
+    parser.add_argument("--sync", default=Tuning().sync, choices=sorted(SYNC_MODES), help="Tuning.sync")
     parser.add_argument("--out", help="write the summary as JSON here")
     parser.add_argument("--raw", help="write the raw trace (numpy .npz) here")
     args = parser.parse_args(argv)
@@ -121,7 +122,7 @@ def main(argv=None) -> int:
     prompt = prompt_ids(args.prompt, vocab_size=model.config.vocab_size)
     n_sm = torch.cuda.get_device_properties(0).multi_processor_count
     mk = Megakernel(model, plan=decode_plan(model.config, args.prompt + args.tokens + 1, n_sm),
-                    tuning=Tuning(prefetch=args.prefetch))
+                    tuning=Tuning(prefetch=args.prefetch, sync=args.sync))
     mk.prefill(prompt)
     plain = mk.generate(args.prompt, args.tokens)
     trace = torch.zeros(args.tokens, len(mk.graph.tasks), TRACE_WORDS, dtype=torch.int64, device="cuda")
