@@ -519,6 +519,7 @@ def speed_variants(n_prompt: int, n_tokens: int) -> dict[str, Variant]:
         "default": Variant(),  # decode_plan + Tuning(): 16-position chunks, cache sized to the decode, lean sync
         "prefetch this": Variant(tuning=Tuning(prefetch=PREFETCH_BITS["this"])),
         "sync=fenced": Variant(tuning=Tuning(sync="fenced")),
+        "after_wait+routed prefetch": Variant(tuning=Tuning(prefetch=prefetch_mode("after_wait", "routed"))),
         "sync=fenced, prefetch this": Variant(tuning=Tuning(sync="fenced", prefetch=PREFETCH_BITS["this"])),
         "attn_chunk=32": Variant({"attn_chunk": 32}),
         "attn_chunk=64": Variant({"attn_chunk": 64}),
