@@ -7,7 +7,7 @@ import torch
 from fleet_decode.graph import Plan, build_graph
 from fleet_decode.graph.format import ACCUMULATES, Kind
 from fleet_decode.kernels import check, megakernel
-from fleet_decode.kernels.megakernel import MegakernelError, _check_graph, add_order
+from fleet_decode.kernels.megakernel import MAX_ATTN_CHUNK, MegakernelError, _check_graph, add_order, decode_plan
 from fleet_decode.model import get_config
 
 
@@ -39,6 +39,17 @@ def test_several_adders_of_one_row_range_share_a_counter_and_scratch(lite_graph)
         assert (np.diff(order[members, 3]) == row).all()  # rank r's row follows rank r-1's
     rows_used = {(int(o), lite_graph.tasks[i].tile) for i, o in zip(moe, order[moe, 3])}
     assert len(rows_used) == len(moe)  # no two adders share a scratch row over the same rows
+
+
+@pytest.mark.parametrize("positions, chunk", [(289, 16), (1057, 16), (4129, 32), (8225, MAX_ATTN_CHUNK)])
+def test_the_decode_plan_sizes_the_cache_and_cuts_it_into_one_round_of_chunks(positions, chunk):
+    config = get_config("deepseek-coder-v2-lite")
+    plan = decode_plan(config, positions, workers=132)
+    assert positions <= plan.max_positions < positions + 64 and plan.max_positions % 64 == 0
+    assert plan.attn_chunk == chunk
+    assert -(-plan.max_positions // plan.attn_chunk) <= 132  # every chunk task of a layer runs at once
+    # too few workers for one round even with the longest chunks: the longest chunks
+    assert decode_plan(config, positions, workers=4).attn_chunk == MAX_ATTN_CHUNK
 
 
 def test_overlapping_unequal_adder_ranges_are_refused():

@@ -78,7 +78,8 @@ enum fd_prefetch_bit {
   FD_PREFETCH_BULK = 4,  // one bulk (TMA) prefetch per 64 KiB instead of one per 128-byte line
   FD_PREFETCH_ROUTED = 8,  // routed-expert tiles too, where the router has fired by then
   FD_PREFETCH_AFTER_WAIT = 16,  // once a task's inputs are ready, the next task's ranges (overlaps its run)
-  FD_PREFETCH_ALL_BITS = 31,
+  FD_PREFETCH_READY = 32,  // once a task's inputs are ready, its own ranges: all in flight ahead of its loads
+  FD_PREFETCH_ALL_BITS = 63,
 };
 constexpr long long kBulkPrefetchPiece = 64 * 1024;
 // sync_mode (a launch argument): how a wait and a signal order memory.
@@ -356,6 +357,7 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_runtime_a
       __syncthreads();
       if (!proceed) return;
       fd_trace_mark(tr, FD_TR_READY);
+      if (a.prefetch_mode & FD_PREFETCH_READY) fd_prefetch_task(a, h, t, step);
       if ((a.prefetch_mode & FD_PREFETCH_AFTER_WAIT) && i + 1 < last) fd_prefetch_task(a, h, list[i + 1], step);
       const bool adds = rec[FD_T_KIND] == FD_KIND_DOWN_ACCUM || rec[FD_T_KIND] == FD_KIND_EXPERT_DOWN_ACCUM;
       float* into = order[0] >= 0 ? a.partials + order[3] : adds ? fd_accumulated(a, rec) : nullptr;

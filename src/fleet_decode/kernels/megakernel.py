@@ -51,6 +51,7 @@ PREFETCH_BITS = {  # fd_prefetch_bit
     "bulk": 4,  # bulk (TMA, sm_90) prefetches of 64 KiB instead of one per 128-byte line
     "routed": 8,  # routed-expert tiles too, once the router has fired
     "after_wait": 16,  # once a task's inputs are ready, the next task's ranges (overlapping the run)
+    "ready": 32,  # once a task's inputs are ready, its own ranges (all in flight at once, ahead of its loads)
 }
 SYNC_MODES = {  # fd_sync_mode: how a wait and a signal order memory
     "fenced": 0,  # a device fence after each wait and before each signal's (returning) release add
@@ -371,18 +372,22 @@ def simulate_layer(hf_model, prompt_ids, layer: int, workers=None, schedule=None
     return Megakernel(hf_model, plan=plan, layers=[layer]).run_layer(prompt_ids)
 
 
-# The H200 sweeps' fastest tiling (docs/measurements/megakernel-h200-sweep{1,2}.json): a cache no
+# The H200 sweeps' fastest tiling (docs/measurements/megakernel-h200-sweep{1,2,9}*.json): a cache no
 # longer than the decode needs (sweep 1: 3.96 -> 3.78 ms per token with 32-position chunks) and,
-# once the merge read its partials all at once, 16-position chunks (sweep 2: 3.68 -> 3.54 ms).
-DECODE_ATTN_CHUNK = 16
+# once the merge read its partials all at once, the shortest chunks that still fit one round of the
+# workers: 16 positions at 1,024 (sweep 2: 3.68 -> 3.54 ms; 8 positions is 8 % slower), 32 at 4,096
+# (sweep 9: 3.47 -> 3.12 ms; 16 positions makes 258 chunks, two rounds and a longer merge).
+DECODE_ATTN_CHUNKS = (16, 32, MAX_ATTN_CHUNK)
 CACHE_ROUNDING = 64
 
 
 def decode_plan(config, n_positions: int, workers: int) -> Plan:
     """The plan for decoding n_positions (prompt + tokens + 1): a cache of just that many rows
-    (rounded up), since empty rows still cost attention-chunk tasks, and DECODE_ATTN_CHUNK-position chunks."""
+    (rounded up), since empty rows still cost attention-chunk tasks, cut into chunks of the first of
+    DECODE_ATTN_CHUNKS that makes at most one chunk per worker (else the longest)."""
     rows = -(-n_positions // CACHE_ROUNDING) * CACHE_ROUNDING
-    return default_plan(config, workers=workers, max_positions=rows, attn_chunk=DECODE_ATTN_CHUNK)
+    chunk = next((c for c in DECODE_ATTN_CHUNKS if -(-rows // c) <= workers), DECODE_ATTN_CHUNKS[-1])
+    return default_plan(config, workers=workers, max_positions=rows, attn_chunk=chunk)
 
 
 def simulate(hf_model, prompt_ids, n_tokens: int, workers=None, schedule=None, seed=0, plan=None) -> DecodeResult:
@@ -516,11 +521,18 @@ def speed_variants(n_prompt: int, n_tokens: int) -> dict[str, Variant]:
     """What `--sweep` times, each a change to decode_plan() and Tuning() (docs/megakernel.md "Speed";
     sweep 1's list, on default_plan(), is in docs/measurements/megakernel-h200-sweep1.json)."""
     return {
-        "default": Variant(),  # decode_plan + Tuning(): 16-position chunks, cache sized to the decode, lean sync
+        "default": Variant(),  # decode_plan + Tuning(): cache sized to the decode, its chunks, lean sync
         "prefetch this": Variant(tuning=Tuning(prefetch=PREFETCH_BITS["this"])),
         "sync=fenced": Variant(tuning=Tuning(sync="fenced")),
         "after_wait+routed prefetch": Variant(tuning=Tuning(prefetch=prefetch_mode("after_wait", "routed"))),
-        "sync=fenced, prefetch this": Variant(tuning=Tuning(sync="fenced", prefetch=PREFETCH_BITS["this"])),
+        "ready prefetch": Variant(tuning=Tuning(prefetch=prefetch_mode("ready"))),
+        "ready+routed prefetch": Variant(tuning=Tuning(prefetch=prefetch_mode("ready", "routed"))),
+        "ready+routed+bulk prefetch": Variant(tuning=Tuning(prefetch=prefetch_mode("ready", "routed", "bulk"))),
+        "ready+routed prefetch 2 MiB": Variant(tuning=Tuning(prefetch=prefetch_mode("ready", "routed"),
+                                                              prefetch_kib=2048)),
+        "attn_chunk=8": Variant({"attn_chunk": 8}),
+        "attn_chunk=16": Variant({"attn_chunk": 16}),
+        "sync=fenced + prefetch this": Variant(tuning=Tuning(sync="fenced", prefetch=PREFETCH_BITS["this"])),
         "attn_chunk=32": Variant({"attn_chunk": 32}),
         "attn_chunk=64": Variant({"attn_chunk": 64}),
         "heads_per_tile=2": Variant({"heads_per_tile": 2}),
@@ -598,9 +610,17 @@ def main(argv=None) -> int:
     parser.add_argument("--out", help="write the numbers as JSON here")
     parser.add_argument("--sweep", action="store_true",
                         help="only time the speed variants (speed_variants) side by side, sorted by P50")
+    parser.add_argument("--variants", help="with --sweep: only these variants, comma-separated (default always runs)")
     args = parser.parse_args(argv)
     if args.sweep:
-        result = sweep(args.model, args.prompt, args.tokens)
+        variants = speed_variants(args.prompt, args.tokens)
+        if args.variants:
+            wanted = ["default", *(v.strip() for v in args.variants.split(",") if v.strip() != "default")]
+            unknown = [v for v in wanted if v not in variants]
+            if unknown:
+                parser.error(f"unknown variants {unknown}; known: {', '.join(variants)}")
+            variants = {name: variants[name] for name in wanted}
+        result = sweep(args.model, args.prompt, args.tokens, variants)
         if args.out:
             with open(args.out, "w") as f:
                 f.write(json.dumps(result, indent=1, default=str) + "\n")
