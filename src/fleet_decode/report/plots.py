@@ -8,7 +8,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+from matplotlib.ticker import MaxNLocator, NullFormatter  # noqa: E402
 
 
 def _svg(fig) -> str:
@@ -97,7 +97,37 @@ def baselines(docs):
     return _svg(fig)
 
 
+def context_scaling(docs):
+    """P50 per token against prompt length for every contender of every host that measured two or
+    more lengths, with that host's floor: how each one's cost grows with context."""
+    hosts = []
+    for host, files in docs.items():
+        bench = files.get("bench/bench.json", {}).get("metrics", {}).get("bench", {})
+        lengths = sorted(int(length) for length in bench.get("prompt_lengths", []))
+        if len(lengths) >= 2:
+            hosts.append((host, bench, lengths))
+    if not hosts:
+        return None
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    for host, bench, lengths in hosts:
+        for name, record in bench["contenders"].items():
+            points = [(length, record["lengths"][str(length)]["p50_ms"]) for length in lengths
+                      if "p50_ms" in record.get("lengths", {}).get(str(length), {})]
+            if points:
+                ax.plot(*zip(*points), marker="o", label=f"{host} {name}")
+        ax.plot(lengths, [bench["lengths"][str(length)]["floor_ms"] for length in lengths], "k--",
+                label=f"{host} floor")
+    ticks = sorted({length for _, _, lengths in hosts for length in lengths})
+    ax.set(xscale="log", yscale="log", xlabel="prompt length (tokens)", ylabel="ms per token (P50, log)",
+           title="Cost against context length")
+    ax.set_xticks(ticks, [str(length) for length in ticks])
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    return _svg(fig)
+
+
 def figures(docs) -> dict:
     figures = {"Per-token latency": token_latency(docs), "Per-layer error (M3)": layer_error(docs),
-               "Bandwidth vs floor": bandwidth(docs), "Baselines": baselines(docs)}
+               "Bandwidth vs floor": bandwidth(docs), "Baselines": baselines(docs),
+               "Context scaling": context_scaling(docs)}
     return {title: svg for title, svg in figures.items() if svg is not None}
