@@ -1,5 +1,6 @@
 """CPU checks of the megakernel's host side: the add-order table that makes the residual sums
-deterministic, and the refusals of graphs the compiled runtime cannot run."""
+deterministic, the decode plan's cache and chunks, the refusals of graphs the compiled runtime
+cannot run, and the sweep's refusal of unknown variants."""
 import numpy as np
 import pytest
 import torch
@@ -82,3 +83,12 @@ def test_m1_results_reach_the_pipeline_as_numbers(monkeypatch):
     assert set(out) == {"embed"} and "kind" not in out["embed"] and "note" not in out["embed"]
     assert out["embed"]["shape"] == "2048"
     assert all(isinstance(float(v), float) for k, v in out["embed"].items() if k != "shape")
+
+
+def test_the_sweep_names_an_unknown_variant_and_the_known_ones(capsys):
+    with pytest.raises(SystemExit) as stop:  # refused before any model is loaded or GPU touched
+        megakernel.main(["--sweep", "--variants", "attn_chunk=16,no such variant"])
+    assert stop.value.code == 2
+    error = capsys.readouterr().err
+    assert "unknown variants ['no such variant']" in error
+    assert all(name in error for name in megakernel.speed_variants(1024, 32))
