@@ -19,9 +19,8 @@ ROOT = Path(workflow.basedir)
 sys.path.insert(0, str(ROOT / "src"))  # fleet_decode may be importable only from this tree
 
 from fleet_decode.pipeline import config as pipeline_config
-from fleet_decode.pipeline.audit import evidence_state
-from fleet_decode.pipeline.evidence import InvalidEvidence, read_evidence
-from fleet_decode.pipeline.sources import EVIDENCE, changed_sources, declared_files, hash_sources
+from fleet_decode.pipeline.audit import evidence_state, report_state
+from fleet_decode.pipeline.sources import EVIDENCE, declared_files
 from fleet_decode.pipeline.run import deploy, run_rule
 
 try:
@@ -76,16 +75,13 @@ def _refresh_triggers():
                 _write_trigger(f".work/triggers/{host}/{rel}.trigger", [] if fresh else state.reasons)
                 if fresh:
                     _set_mtime(state.path, _made_at(state.doc))
-    try:
-        stamp = read_evidence(REPORT_STAMP)
-        reasons = changed_sources(stamp["sources"], hash_sources(ROOT, "report"))
-    except InvalidEvidence as error:
-        reasons = [str(error)]
-    _write_trigger(".work/triggers/report.trigger", reasons)
+    # stale when a report source or any host's evidence changed (pipeline.audit.report_state)
+    shown = report_state(ROOT, "results")  # ("report" is a Snakemake keyword at the start of a line)
+    _write_trigger(".work/triggers/report.trigger", shown.reasons)
     report_outputs = [Path(p) for p in (REPORT_STAMP, "results/REPORT.md", "results/report.html")]
-    if not reasons and all(p.exists() for p in report_outputs):
+    if shown.state == "fresh" and all(p.exists() for p in report_outputs):
         for path in report_outputs:
-            _set_mtime(path, _made_at(stamp))
+            _set_mtime(path, _made_at(shown.doc))
 
 
 _refresh_triggers()

@@ -59,3 +59,15 @@ def test_human_output_names_each_state(clone):
     assert "invalid  results/cpu/m0/build.json" in result.stdout
     assert "fresh    results/cpu/m1/kernels.json" in result.stdout
     assert "8 evidence files: 7 fresh, 0 stale, 1 invalid" in result.stdout
+
+
+def test_the_report_is_judged_too_and_goes_stale_with_any_hosts_evidence(clone):
+    def human():
+        return subprocess.run([sys.executable, "-m", "fleet_decode", "audit"], cwd=clone, capture_output=True,
+                              text=True, env=dict(os.environ, PYTHONPATH=str(clone / "src"))).stdout
+
+    assert "fresh    results/report.json (the report)" in human()
+    bench = clone / "results" / "cpu" / "bench" / "bench.json"
+    (clone / "results" / "h200" / "bench").mkdir(parents=True)
+    (clone / "results" / "h200" / "bench" / "bench.json").write_bytes(bench.read_bytes())
+    assert "stale    results/report.json (the report)  (results/h200/bench/bench.json (added))" in human()

@@ -1,5 +1,6 @@
 """Staleness by content (issue 4, point 4), through `snakemake -n` in fresh clones of a repo whose
 committed evidence came from a real run of the default workflow."""
+import shutil
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,13 @@ def test_template_edit_reruns_only_the_report(clone):
     template = clone / "report_templates" / "REPORT.md.j2"
     template.write_text(template.read_text() + "\n")
     assert dry_run(clone) == {"report": 1, "all": 1}
+
+
+def test_evidence_of_a_host_the_run_does_not_target_reruns_only_the_report(clone):
+    # what happens when a GPU host's evidence is brought back and committed, then `snakemake report`
+    shutil.copytree(clone / "results" / "cpu", clone / "results" / "h200")
+    assert dry_run(clone) == {"report": 1, "all": 1}
+    assert "results/h200/m0/host.json (added)" in (clone / ".work/triggers/report.trigger").read_text()
 
 
 def test_changed_host_setting_makes_that_hosts_evidence_stale(clone):

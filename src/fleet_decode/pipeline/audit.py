@@ -3,6 +3,10 @@
 fresh   - a valid sealed envelope whose recorded source hashes (and host settings) match now;
 stale   - valid, but a declared source (named) or a host setting changed since it was made;
 invalid - unreadable, not an envelope, or checksum mismatch (edited by hand).
+
+The report (results/report.json, its stamp) is judged the same way, and is also stale when any
+evidence it shows changed, appeared or went away since it was rendered: every host's, so evidence
+of a host the run did not target (brought back from a GPU host and committed) reruns it too.
 """
 import json
 from dataclasses import dataclass, field
@@ -10,7 +14,9 @@ from pathlib import Path
 
 from fleet_decode.pipeline.config import ConfigError, host_params, load
 from fleet_decode.pipeline.evidence import InvalidEvidence, read_evidence, stale_reasons
-from fleet_decode.pipeline.sources import RULE_SOURCES, hash_sources
+from fleet_decode.pipeline.sources import RULE_SOURCES, changed_sources, hash_sources, sha256_file
+
+REPORT_STAMP = "report.json"  # under results/: the report's own envelope
 
 
 @dataclass
@@ -46,6 +52,33 @@ def evidence_files(results) -> list[Path]:
     return sorted(p for p in Path(results).glob("*/**/*.json") if not p.name.startswith("."))
 
 
+def shown_evidence(results) -> dict[str, str]:
+    """The sha256 of every evidence file under results/<host>/, by its path under results/: what a
+    report rendered from `results` shows (the report records it in its stamp)."""
+    results = Path(results)
+    return {path.relative_to(results).as_posix(): sha256_file(path) for path in evidence_files(results)}
+
+
+def report_state(root=".", results="results") -> State:
+    """The report's state: missing, invalid (its stamp), stale (a report source changed, or an
+    evidence file it shows, of any host, changed, appeared or went away), or fresh."""
+    path = Path(root) / results / REPORT_STAMP
+    if not path.exists():
+        return State(path, "missing", ["no report yet"])
+    try:
+        doc = read_evidence(path)
+    except InvalidEvidence as e:
+        return State(path, "invalid", [str(e)])
+    reasons = changed_sources(doc["sources"], hash_sources(root, "report"))
+    shown = doc["metrics"].get("evidence")
+    if shown is None:
+        reasons.append("the report does not record which evidence it shows")
+    else:
+        reasons += [f"{Path(results).as_posix()}/{change}"
+                    for change in changed_sources(shown, shown_evidence(Path(root) / results))]
+    return State(path, "stale" if reasons else "fresh", reasons, doc)
+
+
 def audit(root=".", results="results", config_path="config/config.yaml") -> list[State]:
     root = Path(root)
     try:
@@ -76,11 +109,15 @@ def main(argv=None) -> int:
         print(json.dumps([{"path": str(s.path.relative_to(root)), "state": s.state,
                            "reasons": s.reasons} for s in states], indent=1))
     else:
-        console = Console(highlight=False)
+        console = Console(highlight=False, soft_wrap=True)  # one line per file, greppable when piped
         style = {"fresh": "green", "stale": "yellow", "invalid": "bold red"}
         for s in states:
             why = f"  ({'; '.join(s.reasons)})" if s.reasons else ""
             console.print(f"[{style[s.state]}]{s.state:8}[/] {s.path.relative_to(root)}{why}")
         counts = {k: sum(s.state == k for s in states) for k in style}
         console.print(f"{len(states)} evidence files: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+        report = report_state(args.root, args.results)
+        why = f"  ({'; '.join(report.reasons)})" if report.reasons else ""
+        console.print(f"[{style.get(report.state, 'yellow')}]{report.state:8}[/] "
+                      f"{report.path.relative_to(root)} (the report){why}")
     return 1 if any(s.state == "invalid" for s in states) else 0

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import jinja2
 
-from fleet_decode.pipeline.audit import audit
+from fleet_decode.pipeline.audit import audit, shown_evidence
 from fleet_decode.pipeline.evidence import MANIFEST, SCHEMA, write_evidence
 from fleet_decode.pipeline.sources import EVIDENCE, hash_sources
 from fleet_decode.report.plots import figures
@@ -156,6 +156,9 @@ def render(root, results, md_path, html_path, stamp_path):
         "host": {"name": "local", "hostname": socket.gethostname(), "user": getpass.getuser()},
         "model": {}, "params": {}, "started_at": started,
         "finished_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "status": "pass", "gates": {}, "metrics": {"hosts": hosts, "invalid": problems},
+        "status": "pass", "gates": {},
+        # what it shows, so that a change to any host's evidence (targeted or not) reruns it
+        "metrics": {"hosts": hosts, "invalid": problems,
+                    "evidence": shown_evidence(results if results.is_absolute() else root / results)},
     })
     Path(f"{stamp_path}.sha256").unlink(missing_ok=True)  # the sidecar is for fetches only
