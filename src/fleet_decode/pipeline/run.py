@@ -1,9 +1,10 @@
 """The body of every host rule: deploy the tree (if that exact tree is not there yet), run the
 rule's remote/ entry point detached on the host, wait while streaming its log, and fetch the
 evidence checked against the sha256 the host wrote. Nothing reaches results/ unless all of it
-succeeded."""
+succeeded. Then the rule's older run directories beyond the host's `keep_runs` are removed."""
 import datetime
 import json
+import re
 import secrets
 
 from rich.console import Console
@@ -17,6 +18,22 @@ SCRIPTS = {
     "m2": "remote/m2_layer.py", "m3": "remote/m3_layers.py", "m4": "remote/m4_e2e.py",
     "bench": "remote/bench.py",
 }
+
+
+def run_name(rule: str, stamp: str, token: str) -> str:
+    return f"{rule}-{stamp}-{token}"  # sorts by start time within a rule
+
+
+def prune_runs(transport, workdir: str, rule: str, keep: int, current: str) -> list[str]:
+    """Removes all but the `keep` newest run directories of `rule` under <workdir>/runs, never
+    `current`, nor anything not named as run_name names runs; returns the names removed."""
+    pattern = re.compile(re.escape(rule) + r"-\d{8}T\d{6}-[0-9a-f]{6}")
+    listing = transport.check(f"cd {q(workdir)}/runs && ls -1 || true", "listing the runs")
+    runs = sorted(name for name in listing.split() if pattern.fullmatch(name))
+    old = [name for name in runs[:-keep] if f"{workdir}/runs/{name}" != current]
+    if old:
+        transport.check(f"cd {q(workdir)}/runs && rm -rf -- " + " ".join(map(q, old)), "removing old runs")
+    return old
 
 
 def _deploy_on(transport, host: dict, snap) -> tuple[str, str]:
@@ -42,7 +59,7 @@ def run_rule(config: dict, host_name: str, rule: str, output: str, evidence: str
     with open_transport(host_name, host, config.get("ssh_config")) as transport:
         workdir, tree = _deploy_on(transport, host, snap)
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
-        run_dir = f"{workdir}/runs/{rule}-{stamp}-{secrets.token_hex(3)}"
+        run_dir = f"{workdir}/runs/{run_name(rule, stamp, secrets.token_hex(3))}"
         remote_out = f"{run_dir}/out/{evidence}"
         env = dict(host.get("env", {}))
         # The deployed src first, then the config's extra paths, then whatever the host already had
@@ -63,4 +80,8 @@ def run_rule(config: dict, host_name: str, rule: str, output: str, evidence: str
         transport.start(run_dir, command)
         transport.wait(run_dir, f"{rule} ({evidence})", timeout_s=host["timeout_s"], on_log=show)
         transport.fetch_verified(remote_out, output)
+        keep = host.get("keep_runs", 10)
+        removed = prune_runs(transport, workdir, rule, keep, run_dir)
+        if removed:
+            console.print(f"  [{label}] removed {len(removed)} older {rule} run(s) (keep_runs {keep})", markup=False)
 
