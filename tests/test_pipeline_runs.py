@@ -1,5 +1,6 @@
-"""Old run directories on a host are pruned per rule, newest kept (pipeline.run.prune_runs)."""
-from fleet_decode.pipeline.run import prune_runs, run_name
+"""Runs on a host: old run directories pruned per rule, newest kept; an unfinished run found again by
+what it computes (pipeline.run, pipeline.transport)."""
+from fleet_decode.pipeline.run import prune_runs, run_key, run_name
 from fleet_decode.pipeline.transport import LocalTransport
 
 
@@ -26,3 +27,40 @@ def test_the_current_run_is_kept_whatever_its_age_and_nothing_to_prune_is_fine(t
     assert removed == [m4[1]]
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [m4[0], m4[2]]
     assert prune_runs(LocalTransport("t"), str(tmp_path / "elsewhere"), "m4", keep=1, current="") == []
+
+
+def test_an_unfinished_live_run_with_the_same_key_is_found_and_nothing_else(tmp_path):
+    import os
+    import signal
+    import time
+
+    transport, runs = LocalTransport("t"), tmp_path / "runs"
+    live, killed, done, other = (str(runs / run_name("bench", f"20261130T10000{i}", f"{i:06x}")) for i in range(4))
+    transport.start(live, "sleep 60", key="K")
+    transport.start(killed, "sleep 60", key="K")
+    transport.start(done, "true", key="K")
+    transport.start(other, "sleep 60", key="L")
+    try:
+        transport.wait(done, "done", timeout_s=20)
+        os.kill(int((runs / killed.rsplit("/", 1)[1] / "pid").read_text()), signal.SIGKILL)
+        for _ in range(100):  # until the killed run's process is gone (no exit code: it was killed)
+            if transport.sh(f"kill -0 $(cat {killed}/pid)").rc != 0:
+                break
+            time.sleep(0.05)
+        # newest first: `killed` and `done` are newer than `live`, but dead or finished
+        assert transport.unfinished_run(str(runs), "K") == live.rsplit("/", 1)[1]
+        assert transport.unfinished_run(str(runs), "L") == other.rsplit("/", 1)[1]
+        assert transport.unfinished_run(str(runs), "M") is None
+        assert transport.unfinished_run(str(tmp_path / "no-runs-yet"), "K") is None
+    finally:  # each run is its own process group (setsid): end the sleeps too
+        for run in (live, killed, other):
+            transport.sh(f"kill -- -$(cat {run}/pid) 2>/dev/null")
+
+
+def test_the_run_key_names_what_is_computed():
+    argv = ["python3", "remote/bench.py", "--host", "h200", "--params", '{"seed": 0}']
+    key = run_key("h200", "bench", "/w/trees/abc", argv, {"A": "1"})
+    assert key == run_key("h200", "bench", "/w/trees/abc", list(argv), {"A": "1"})
+    assert key != run_key("h200", "bench", "/w/trees/abd", argv, {"A": "1"})  # another tree
+    assert key != run_key("h200", "bench", "/w/trees/abc", [*argv[:-1], '{"seed": 1}'], {"A": "1"})
+    assert key != run_key("h200", "bench", "/w/trees/abc", argv, {"A": "2"})

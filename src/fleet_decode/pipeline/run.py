@@ -1,8 +1,14 @@
 """The body of every host rule: deploy the tree (if that exact tree is not there yet), run the
 rule's remote/ entry point detached on the host, wait while streaming its log, and fetch the
 evidence checked against the sha256 the host wrote. Nothing reaches results/ unless all of it
-succeeded. Then the rule's older run directories beyond the host's `keep_runs` are removed."""
+succeeded. Then the rule's older run directories beyond the host's `keep_runs` are removed.
+
+If an earlier invocation started the same computation (same tree, entry point, arguments and
+environment) and stopped waiting for it (Ctrl-C, a closed laptop), and it is still running on the
+host, the rule waits for that run instead of starting a second one beside it (two runs on one GPU
+would also spoil each other's timings)."""
 import datetime
+import hashlib
 import json
 import re
 import secrets
@@ -36,6 +42,12 @@ def prune_runs(transport, workdir: str, rule: str, keep: int, current: str) -> l
     return old
 
 
+def run_key(host_name: str, rule: str, tree: str, argv: list[str], env: dict) -> str:
+    """What a run computes: the same key means the same evidence would come out."""
+    what = json.dumps([host_name, rule, tree, argv, sorted(env.items())])
+    return hashlib.sha256(what.encode()).hexdigest()[:32]
+
+
 def _deploy_on(transport, host: dict, snap) -> tuple[str, str]:
     """(work dir, deployed tree dir) on the host, deploying `snap` if it is not there yet."""
     workdir = resolve_workdir(transport, host["workdir"])
@@ -58,26 +70,34 @@ def run_rule(config: dict, host_name: str, rule: str, output: str, evidence: str
     snap = snapshot(repo, config.get("allow_dirty", False))
     with open_transport(host_name, host, config.get("ssh_config")) as transport:
         workdir, tree = _deploy_on(transport, host, snap)
-        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
-        run_dir = f"{workdir}/runs/{run_name(rule, stamp, secrets.token_hex(3))}"
-        remote_out = f"{run_dir}/out/{evidence}"
         env = dict(host.get("env", {}))
         # The deployed src first, then the config's extra paths, then whatever the host already had
         # (a GPU host may carry its Python packages on PYTHONPATH).
         pythonpath = q(":".join(["src", *filter(None, [env.pop("PYTHONPATH", None)])]))
         argv = [host["python"], SCRIPTS[rule], "--host", host_name,
-                "--params", json.dumps(host_params(host), sort_keys=True), "--out", remote_out,
-                *map(str, extra_args)]
-        command = (f'cd {q(tree)} && PYTHONPATH={pythonpath}"${{PYTHONPATH:+:$PYTHONPATH}}" env '
-                   + " ".join(q(f"{k}={v}") for k, v in env.items()) + " " + " ".join(map(q, argv)))
+                "--params", json.dumps(host_params(host), sort_keys=True), *map(str, extra_args)]
+        key = run_key(host_name, rule, tree, [pythonpath, *argv, "--out", evidence], env)
         label = f"{host_name} {rule} {evidence}"
-        console.print(f"[bold]{label}[/bold]: running on {host_name} in {run_dir}", markup=True)
+        earlier = transport.unfinished_run(f"{workdir}/runs", key)
+        if earlier:
+            run_dir = f"{workdir}/runs/{earlier}"
+            console.print(f"[bold]{label}[/bold]: re-attaching to the same run, still going on {host_name} "
+                          f"in {run_dir} (an earlier invocation started it)", markup=True)
+        else:
+            stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
+            run_dir = f"{workdir}/runs/{run_name(rule, stamp, secrets.token_hex(3))}"
+            console.print(f"[bold]{label}[/bold]: running on {host_name} in {run_dir}", markup=True)
+        remote_out = f"{run_dir}/out/{evidence}"
 
         def show(text):
             for line in text.splitlines():
                 console.print(f"  [{label}] {line}", markup=False)
 
-        transport.start(run_dir, command)
+        if not earlier:
+            command = (f'cd {q(tree)} && PYTHONPATH={pythonpath}"${{PYTHONPATH:+:$PYTHONPATH}}" env '
+                       + " ".join(q(f"{k}={v}") for k, v in env.items()) + " "
+                       + " ".join(map(q, [*argv, "--out", remote_out])))
+            transport.start(run_dir, command, key)
         transport.wait(run_dir, f"{rule} ({evidence})", timeout_s=host["timeout_s"], on_log=show)
         transport.fetch_verified(remote_out, output)
         keep = host.get("keep_runs", 10)
