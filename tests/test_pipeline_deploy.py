@@ -63,6 +63,33 @@ def test_rule_runs_on_the_host_and_fetches_verified_evidence(repo, tmp_path):
     assert doc["git"]["commit"] == git(repo, "rev-parse", "HEAD").stdout.strip()
 
 
+def test_an_interrupted_rule_reattaches_to_its_run_instead_of_starting_another(repo, tmp_path, monkeypatch, capsys):
+    config = load(repo / "config" / "config.yaml")
+    out = tmp_path / "results" / "cpu" / "m0" / "host.json"
+    started, real_start, real_wait = [], LocalTransport.start, LocalTransport.wait
+
+    def counting_start(self, run_dir, command, key=""):
+        started.append(run_dir)
+        real_start(self, run_dir, command, key)
+
+    def interrupted_wait(self, *args, **kwargs):
+        raise KeyboardInterrupt  # Ctrl-C on this side while the run goes on on the host
+
+    monkeypatch.setattr(LocalTransport, "start", counting_start)
+    monkeypatch.setattr(LocalTransport, "wait", interrupted_wait)
+    with pytest.raises(KeyboardInterrupt):
+        run_rule(config, "cpu", "m0_host", str(out), "m0/host.json", repo)
+    assert len(started) == 1 and not out.exists()
+    monkeypatch.setattr(LocalTransport, "wait", real_wait)
+    run_rule(config, "cpu", "m0_host", str(out), "m0/host.json", repo)
+    assert len(started) == 1  # waited for (or fetched) the first run, started none
+    assert "re-attaching to the same run" in capsys.readouterr().err
+    doc = read_evidence(out)
+    assert doc["status"] == "pass" and started[0] + "/out/m0/host.json" in doc["argv"]
+    run_rule(config, "cpu", "m0_host", str(out), "m0/host.json", repo)  # fetched now: a new run
+    assert len(started) == 2
+
+
 def test_a_failing_remote_command_shows_its_log_tail_and_leaves_nothing(repo, tmp_path):
     config = load(repo / "config" / "config.yaml")
     out = tmp_path / "results" / "broken" / "m0" / "host.json"

@@ -1,7 +1,9 @@
-"""Runs on a host: old run directories pruned per rule, newest kept; an unfinished run found again by
-what it computes (pipeline.run, pipeline.transport)."""
+"""Runs on a host: old run directories pruned per rule, newest kept; a run an interrupted
+invocation left behind found again by what it computes (pipeline.run, pipeline.transport)."""
+import pytest
+
 from fleet_decode.pipeline.run import prune_runs, run_key, run_name
-from fleet_decode.pipeline.transport import LocalTransport
+from fleet_decode.pipeline.transport import LocalTransport, TransportError
 
 
 def make_runs(root, rule, n):
@@ -29,29 +31,37 @@ def test_the_current_run_is_kept_whatever_its_age_and_nothing_to_prune_is_fine(t
     assert prune_runs(LocalTransport("t"), str(tmp_path / "elsewhere"), "m4", keep=1, current="") == []
 
 
-def test_an_unfinished_live_run_with_the_same_key_is_found_and_nothing_else(tmp_path):
+def test_a_pending_run_with_the_same_key_is_found_and_nothing_else(tmp_path):
     import os
     import signal
     import time
 
     transport, runs = LocalTransport("t"), tmp_path / "runs"
-    live, killed, done, other = (str(runs / run_name("bench", f"20261130T10000{i}", f"{i:06x}")) for i in range(4))
+    live, killed, done, failed, fetched, other = (str(runs / run_name("bench", f"20261130T10000{i}", f"{i:06x}"))
+                                                  for i in range(6))
     transport.start(live, "sleep 60", key="K")
     transport.start(killed, "sleep 60", key="K")
-    transport.start(done, "true", key="K")
+    transport.start(done, "true", key="D")
+    transport.start(failed, "false", key="K")
+    transport.start(fetched, "true", key="K")
     transport.start(other, "sleep 60", key="L")
     try:
         transport.wait(done, "done", timeout_s=20)
+        transport.wait(fetched, "fetched", timeout_s=20)
+        transport.check(f"touch {fetched}/fetched", "marking")
+        with pytest.raises(TransportError):
+            transport.wait(failed, "failed", timeout_s=20)
         os.kill(int((runs / killed.rsplit("/", 1)[1] / "pid").read_text()), signal.SIGKILL)
         for _ in range(100):  # until the killed run's process is gone (no exit code: it was killed)
             if transport.sh(f"kill -0 $(cat {killed}/pid)").rc != 0:
                 break
             time.sleep(0.05)
-        # newest first: `killed` and `done` are newer than `live`, but dead or finished
-        assert transport.unfinished_run(str(runs), "K") == live.rsplit("/", 1)[1]
-        assert transport.unfinished_run(str(runs), "L") == other.rsplit("/", 1)[1]
-        assert transport.unfinished_run(str(runs), "M") is None
-        assert transport.unfinished_run(str(tmp_path / "no-runs-yet"), "K") is None
+        # K: `killed`, `failed` and `fetched` are newer than `live`, but dead, failed or fetched
+        assert transport.pending_run(str(runs), "K") == live.rsplit("/", 1)[1]
+        assert transport.pending_run(str(runs), "D") == done.rsplit("/", 1)[1]  # ended well, never fetched
+        assert transport.pending_run(str(runs), "L") == other.rsplit("/", 1)[1]
+        assert transport.pending_run(str(runs), "M") is None
+        assert transport.pending_run(str(tmp_path / "no-runs-yet"), "K") is None
     finally:  # each run is its own process group (setsid): end the sleeps too
         for run in (live, killed, other):
             transport.sh(f"kill -- -$(cat {run}/pid) 2>/dev/null")

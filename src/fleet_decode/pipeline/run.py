@@ -4,9 +4,10 @@ evidence checked against the sha256 the host wrote. Nothing reaches results/ unl
 succeeded. Then the rule's older run directories beyond the host's `keep_runs` are removed.
 
 If an earlier invocation started the same computation (same tree, entry point, arguments and
-environment) and stopped waiting for it (Ctrl-C, a closed laptop), and it is still running on the
-host, the rule waits for that run instead of starting a second one beside it (two runs on one GPU
-would also spoil each other's timings)."""
+environment) and stopped waiting for it (Ctrl-C, a closed laptop), and that run is still going on
+the host or ended well without its evidence being fetched, the rule waits for it and fetches its
+evidence instead of starting a second run beside it (two runs on one GPU would also spoil each
+other's timings)."""
 import datetime
 import hashlib
 import json
@@ -78,11 +79,11 @@ def run_rule(config: dict, host_name: str, rule: str, output: str, evidence: str
                 "--params", json.dumps(host_params(host), sort_keys=True), *map(str, extra_args)]
         key = run_key(host_name, rule, tree, [pythonpath, *argv, "--out", evidence], env)
         label = f"{host_name} {rule} {evidence}"
-        earlier = transport.unfinished_run(f"{workdir}/runs", key)
+        earlier = transport.pending_run(f"{workdir}/runs", key)
         if earlier:
             run_dir = f"{workdir}/runs/{earlier}"
-            console.print(f"[bold]{label}[/bold]: re-attaching to the same run, still going on {host_name} "
-                          f"in {run_dir} (an earlier invocation started it)", markup=True)
+            console.print(f"[bold]{label}[/bold]: re-attaching to the same run on {host_name}, which an earlier "
+                          f"invocation started and did not fetch, in {run_dir}", markup=True)
         else:
             stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
             run_dir = f"{workdir}/runs/{run_name(rule, stamp, secrets.token_hex(3))}"
@@ -100,6 +101,7 @@ def run_rule(config: dict, host_name: str, rule: str, output: str, evidence: str
             transport.start(run_dir, command, key)
         transport.wait(run_dir, f"{rule} ({evidence})", timeout_s=host["timeout_s"], on_log=show)
         transport.fetch_verified(remote_out, output)
+        transport.check(f"touch {q(run_dir)}/fetched", f"marking {run_dir} fetched")
         keep = host.get("keep_runs", 10)
         removed = prune_runs(transport, workdir, rule, keep, run_dir)
         if removed:

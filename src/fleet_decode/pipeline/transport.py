@@ -65,7 +65,7 @@ class Transport:
         return r.stdout
 
     # Detached runs. A run directory holds `command.sh`, `key` (what it computes, see
-    # pipeline.run.run_key), `pid`, `log`, and `exitcode` once it ended.
+    # pipeline.run.run_key), `pid`, `log`, `exitcode` once it ended, `fetched` once its evidence was.
     def start(self, run_dir: str, command: str, key: str = ""):
         wrapper = (f"( {command} ) > {q(run_dir)}/log 2>&1; echo $? > {q(run_dir)}/exitcode.tmp; "
                    f"mv {q(run_dir)}/exitcode.tmp {q(run_dir)}/exitcode")
@@ -75,13 +75,15 @@ class Transport:
                    f"echo $! > {q(run_dir)}/pid; }}",
                    f"starting {run_dir}")
 
-    def unfinished_run(self, runs_dir: str, key: str) -> str | None:
-        """The newest run under runs_dir with this key that has no exit code yet and whose process is
-        alive: a run an earlier invocation started and stopped waiting for (interrupted on this side)."""
+    def pending_run(self, runs_dir: str, key: str) -> str | None:
+        """The newest run under runs_dir with this key whose evidence was never fetched, that is
+        still going (no exit code, its process alive) or ended well (exit 0): a run an earlier
+        invocation started and stopped waiting for (interrupted on this side)."""
         script = (f"cd {q(runs_dir)} 2>/dev/null || exit 0; for d in $(ls -1 | sort -r); do "
-                  f'[ "$(cat "$d/key" 2>/dev/null)" = {q(key)} ] && [ ! -e "$d/exitcode" ] && '
-                  f'kill -0 "$(cat "$d/pid" 2>/dev/null)" 2>/dev/null && {{ echo "$d"; break; }}; done; true')
-        found = self.check(script, f"looking for an unfinished run in {runs_dir}").split()
+                  f'[ "$(cat "$d/key" 2>/dev/null)" = {q(key)} ] && [ ! -e "$d/fetched" ] && '
+                  f'{{ [ "$(cat "$d/exitcode" 2>/dev/null)" = 0 ] || {{ [ ! -e "$d/exitcode" ] && '
+                  f'kill -0 "$(cat "$d/pid" 2>/dev/null)" 2>/dev/null; }}; }} && {{ echo "$d"; break; }}; done; true')
+        found = self.check(script, f"looking for a pending run in {runs_dir}").split()
         return found[0] if found else None
 
     def wait(self, run_dir: str, what: str, timeout_s: float, poll_s: float = 0.5, on_log=None,
