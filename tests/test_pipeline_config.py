@@ -50,3 +50,17 @@ def test_snakemake_refuses_an_invalid_config_before_doing_anything(tmp_path):
     assert result.returncode != 0
     assert "config error at hosts.cpu.workers: 0 is less than the minimum of 1" in result.stdout + result.stderr
     assert not (Path(repo) / ".work").exists()
+
+
+def test_check_config_reports_valid_invalid_and_unreadable_configs(tmp_path, capsys):
+    from fleet_decode.__main__ import main
+
+    assert main(["check-config", str(REPO / "config" / "config.yaml")]) == 0
+    assert "valid; targets ['cpu']; hosts cpu (local, sim), h200 (local, gpu)" in capsys.readouterr().out
+    bad = copy.deepcopy(DEFAULT)
+    bad["hosts"]["cpu"]["backend"] = "cuda"
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(bad))
+    assert main(["check-config", str(tmp_path / "bad.yaml")]) == 1
+    assert "config error at hosts.cpu.backend: 'cuda' is not one of" in capsys.readouterr().err
+    assert main(["check-config", str(tmp_path / "missing.yaml")]) == 1
+    assert "config error: cannot read" in capsys.readouterr().err

@@ -49,6 +49,8 @@ def validate(config: dict, schema_path: Path = SCHEMA_PATH) -> dict:
 def load(path) -> dict:
     try:
         config = yaml.safe_load(Path(path).read_text()) or {}
+    except OSError as e:
+        raise ConfigError(f"config error: cannot read {path}: {e.strerror}") from e
     except yaml.YAMLError as e:
         raise ConfigError(f"config error: {path} is not valid YAML: {e}".replace("\n", " ")) from e
     return validate(config)
