@@ -19,6 +19,7 @@ ROOT = Path(workflow.basedir)
 sys.path.insert(0, str(ROOT / "src"))  # fleet_decode may be importable only from this tree
 
 from fleet_decode.pipeline import config as pipeline_config
+from fleet_decode.pipeline import audit
 from fleet_decode.pipeline.audit import evidence_state, report_state
 from fleet_decode.pipeline.sources import EVIDENCE, declared_files
 from fleet_decode.pipeline.run import deploy, run_rule
@@ -29,7 +30,7 @@ except pipeline_config.ConfigError as error:
     raise WorkflowError(str(error)) from None
 
 TARGETS = config["targets"]
-REPORT_STAMP = "results/report.json"
+REPORT_STAMP = f"results/{audit.REPORT_STAMP}"
 
 wildcard_constraints:
     host="|".join(map(re.escape, config["hosts"])),

@@ -27,16 +27,23 @@ class State:
     doc: dict | None = None
 
 
+def _envelope_or_state(path: Path, missing: str) -> State | dict:
+    """The envelope at `path`, or the State that says why there is none (missing, invalid)."""
+    if not path.exists():
+        return State(path, "missing", [missing])
+    try:
+        return read_evidence(path)
+    except InvalidEvidence as e:
+        return State(path, "invalid", [str(e)])
+
+
 def evidence_state(path, root, params: dict | None = None, _hashes: dict | None = None) -> State:
     """`params`: the host's current settings (None skips that comparison). `_hashes` caches
     hash_sources per rule across many files."""
     path = Path(path)
-    if not path.exists():
-        return State(path, "missing", ["no evidence yet"])
-    try:
-        doc = read_evidence(path)
-    except InvalidEvidence as e:
-        return State(path, "invalid", [str(e)])
+    doc = _envelope_or_state(path, "no evidence yet")
+    if isinstance(doc, State):
+        return doc
     if doc["rule"] not in RULE_SOURCES:
         return State(path, "invalid", [f"{path}: unknown rule {doc['rule']!r}"], doc)
     if _hashes is None:
@@ -63,12 +70,9 @@ def report_state(root=".", results="results") -> State:
     """The report's state: missing, invalid (its stamp), stale (a report source changed, or an
     evidence file it shows, of any host, changed, appeared or went away), or fresh."""
     path = Path(root) / results / REPORT_STAMP
-    if not path.exists():
-        return State(path, "missing", ["no report yet"])
-    try:
-        doc = read_evidence(path)
-    except InvalidEvidence as e:
-        return State(path, "invalid", [str(e)])
+    doc = _envelope_or_state(path, "no report yet")
+    if isinstance(doc, State):
+        return doc
     reasons = changed_sources(doc["sources"], hash_sources(root, "report"))
     shown = doc["metrics"].get("evidence")
     if shown is None:
@@ -111,13 +115,14 @@ def main(argv=None) -> int:
     else:
         console = Console(highlight=False, soft_wrap=True)  # one line per file, greppable when piped
         style = {"fresh": "green", "stale": "yellow", "invalid": "bold red"}
-        for s in states:
+
+        def show(s: State, what: str = ""):
             why = f"  ({'; '.join(s.reasons)})" if s.reasons else ""
-            console.print(f"[{style[s.state]}]{s.state:8}[/] {s.path.relative_to(root)}{why}")
+            console.print(f"[{style.get(s.state, 'yellow')}]{s.state:8}[/] {s.path.relative_to(root)}{what}{why}")
+
+        for s in states:
+            show(s)
         counts = {k: sum(s.state == k for s in states) for k in style}
         console.print(f"{len(states)} evidence files: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
-        report = report_state(args.root, args.results)
-        why = f"  ({'; '.join(report.reasons)})" if report.reasons else ""
-        console.print(f"[{style.get(report.state, 'yellow')}]{report.state:8}[/] "
-                      f"{report.path.relative_to(root)} (the report){why}")
+        show(report_state(args.root, args.results), " (the report)")
     return 1 if any(s.state == "invalid" for s in states) else 0

@@ -18,11 +18,16 @@ def _svg(fig) -> str:
     return base64.b64encode(buffer.getvalue()).decode()
 
 
+def _bench_metrics(files) -> dict:
+    """A host's bench evidence metrics ({} without one)."""
+    return files.get("bench/bench.json", {}).get("metrics", {})
+
+
 def _bench_at_headline(docs):
     """{host: (metrics, {contender: its entry at the headline prompt length})} for measured ones."""
     out = {}
     for host, files in docs.items():
-        metrics = files.get("bench/bench.json", {}).get("metrics", {})
+        metrics = _bench_metrics(files)
         if "bench" not in metrics:
             continue
         length = str(metrics["prompt_length"])
@@ -102,7 +107,7 @@ def context_scaling(docs):
     more lengths, with that host's floor: how each one's cost grows with context."""
     hosts = []
     for host, files in docs.items():
-        bench = files.get("bench/bench.json", {}).get("metrics", {}).get("bench", {})
+        bench = _bench_metrics(files).get("bench", {})
         lengths = sorted(int(length) for length in bench.get("prompt_lengths", []))
         if len(lengths) >= 2:
             hosts.append((host, bench, lengths))
