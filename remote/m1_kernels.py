@@ -5,9 +5,10 @@ on a GPU host also each kind's own tolerance, time and bandwidth, from fleet_dec
 """
 from fleet_decode.pipeline import backends
 from fleet_decode.pipeline.evidence import Milestone, milestone_args
+from fleet_decode.pipeline.milestones import envelope
 
 args = milestone_args(__doc__).parse_args()
-with Milestone("m1", "M1", "m1/kernels.json", args) as m:
+with Milestone(*envelope("m1"), args) as m:
     backend = backends.get(m.params)
     model = m.load_model()
     kinds = backend.check_task_kinds(model)

@@ -6,11 +6,12 @@ import torch
 
 from fleet_decode.pipeline import backends
 from fleet_decode.pipeline.evidence import Milestone, milestone_args
+from fleet_decode.pipeline.milestones import envelope
 
 parser = milestone_args(__doc__)
 parser.add_argument("--layer", type=int, required=True)
 args = parser.parse_args()
-with Milestone("m2", "M2", f"m2/layer_{args.layer}.json", args) as m:
+with Milestone(*envelope("m2", layer=args.layer), args) as m:
     backend = backends.get(m.params)
     model = m.load_model()
     prompt = m.prompt(model)
