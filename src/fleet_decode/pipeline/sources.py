@@ -18,11 +18,8 @@ _SKIP_DIRS = {"__pycache__", ".git", ".pytest_cache"}
 
 
 def sha256_file(path) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def declared_files(root, rule: str) -> list[str]:
