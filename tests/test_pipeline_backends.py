@@ -4,6 +4,7 @@ a missing module is named in one line; the bench sees the decoder through the be
 import sys
 
 import pytest
+import torch
 
 from fleet_decode.model import hf_decode, load_model, prompt_ids
 from fleet_decode.pipeline import backends
@@ -43,3 +44,18 @@ def test_bench_contender_puts_the_prefill_token_first():
     run = backends.BenchContender(backends.get({"backend": "sim", "workers": 2}), model).decode(prompt, 3)
     assert run.tokens == hf_decode(model, prompt, 4)[0]  # the simulator agrees with HF on the tiny model
     assert run.step_ms is None and run.seconds > 0  # the simulator has no per-step device clock
+
+
+def test_gpu_check_rows_reach_the_pipeline_as_numbers(monkeypatch):
+    """The pipeline's M1 converts every field but the shape with float(): names and notes must go."""
+    from fleet_decode.kernels import checks
+
+    fake = {"EMBED": {"kind": "EMBED", "max_abs": 0.0, "max_rel": 0.0, "tol": 0.0, "passed": True, "shape": "2048",
+                      "us": 1.5, "bytes": 4096, "gbps": 2.7, "written": True, "note": "exact copy"}}
+    seen = {}
+    monkeypatch.setattr(checks, "check_all", lambda seed, device: seen.update(seed=seed, device=device) or fake)
+    out = backends.GpuMegakernel().check_task_kinds(torch.nn.Linear(1, 1))
+    assert seen == {"seed": backends.M1_INPUT_SEED, "device": "cpu"}
+    assert set(out) == {"EMBED"} and "kind" not in out["EMBED"] and "note" not in out["EMBED"]
+    assert out["EMBED"]["shape"] == "2048"
+    assert all(isinstance(float(v), float) for k, v in out["EMBED"].items() if k != "shape")
