@@ -164,6 +164,13 @@ def spills(kernels: dict[str, dict]) -> dict[str, dict]:
     return {name: fields for name, fields in sorted(found.items()) if fields}
 
 
+def new_spills(found: dict[str, dict], known: dict[str, dict]) -> list[str]:
+    """Every spill of `found` (spills() of a build) above the `known` amounts of the same kernel."""
+    return [f"{name}: {what} {amount} (known: {known.get(name, {}).get(what, 0)})"
+            for name, fields in found.items() for what, amount in fields.items()
+            if amount > known.get(name, {}).get(what, 0)]
+
+
 def build(arch: str, out: Path | None = None, hip_dir: Path = HIP_DIR, objects_only: bool = False,
           jobs: int | None = None, device_only: bool = False) -> dict:
     """Compiles every source of hip_dir for arch into out/ and returns the build record."""
