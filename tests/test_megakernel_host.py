@@ -3,7 +3,6 @@ deterministic, the decode plan's cache and chunks, the refusals of graphs the co
 cannot run, and the sweep's refusal of unknown variants."""
 import numpy as np
 import pytest
-import torch
 
 from fleet_decode.graph import Plan, build_graph
 from fleet_decode.graph.format import ACCUMULATES, Kind
