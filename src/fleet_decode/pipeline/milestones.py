@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 ENVELOPE = ("src/fleet_decode/pipeline/evidence.py",)
 MODEL = ("src/fleet_decode/__init__.py", "src/fleet_decode/model")
 DECODER = ("hip", "src/fleet_decode/kernels", "src/fleet_decode/graph", "src/fleet_decode/sim",
-           "src/fleet_decode/pipeline/backends.py")
+           "src/fleet_decode/task_kinds.py", "src/fleet_decode/pipeline/backends.py")
 LAB_BENCH = ("src/fleet_decode/kernels/lab.py", "src/fleet_decode/kernels/trace.py")
 
 
