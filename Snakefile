@@ -21,6 +21,18 @@ include: "rules/bench.smk"
 include: "rules/report.smk"
 
 
+onstart:
+    check_before_running()
+
+
+onsuccess:
+    finish(succeeded=True)
+
+
+onerror:
+    finish(succeeded=False)
+
+
 rule all:
     input:
         rules.report.output,

@@ -19,10 +19,14 @@ ROOT = Path(workflow.basedir)
 sys.path.insert(0, str(ROOT / "src"))  # fleet_decode may be importable only from this tree
 
 from fleet_decode.pipeline import config as pipeline_config
-from fleet_decode.pipeline import audit
+from fleet_decode.pipeline import audit, safekeep
 from fleet_decode.pipeline.audit import evidence_state, report_state
 from fleet_decode.pipeline.sources import EVIDENCE, declared_files
-from fleet_decode.pipeline.run import deploy, run_rule
+from fleet_decode.pipeline.run import deploy, preflight, run_rule
+
+# `--config strict=true` is a switch of this invocation, not a setting of the config file
+STRICT = bool(config.pop("strict", False))
+MAIN = getattr(workflow, "is_main_process", True)  # not in a job's own process (cluster, SLURM)
 
 try:
     pipeline_config.validate(config, ROOT / "config" / "config.schema.yaml")
@@ -85,7 +89,38 @@ def _refresh_triggers():
             _set_mtime(path, _made_at(shown.doc))
 
 
+def _outputs_a_run_may_redo():
+    evidence = [f"results/{host}/{rel}" for host in TARGETS for rels in EVIDENCE.values() for rel in rels]
+    return [*evidence, REPORT_STAMP, "results/REPORT.md", "results/report.html"]
+
+
+def _restore_kept(why):
+    for rel in safekeep.restore_missing(ROOT):
+        print(f"restored {rel} ({why})", file=sys.stderr)
+
+
+if MAIN:  # put back what a killed run left deleted, before judging what is fresh
+    _restore_kept("kept from a run that did not finish")
 _refresh_triggers()
+if MAIN:
+    safekeep.keep(ROOT, _outputs_a_run_may_redo())
+
+
+def planned_hosts():
+    """The hosts that jobs about to run will reach."""
+    return {job.wildcards_dict["host"] for job in workflow.dag.needrun_jobs() if "host" in job.wildcards_dict}
+
+
+def check_before_running():
+    """onstart: refuse the whole run before any job starts (and Snakemake removes its outputs)."""
+    problems = preflight(config, planned_hosts(), ROOT)
+    if problems:
+        raise WorkflowError("nothing was run: " + "; ".join(problems))
+
+
+def finish(succeeded):
+    """onsuccess / onerror: put back the evidence of every job that did not finish."""
+    _restore_kept("its job did not finish; the evidence from before is kept")
 
 
 def run_on_host(wildcards, rule_name, output_path, rel, *extra):
