@@ -26,14 +26,16 @@ onstart:
 
 
 onsuccess:
-    finish(succeeded=True)
+    finish()
 
 
 onerror:
-    finish(succeeded=False)
+    finish()
 
 
+# The default target (and Snakemake's own --report): everything, rendered; `snakemake report` also
+# prints the verdict.
 rule all:
     input:
-        rules.report.output,
+        rules.render_report.output,
     default_target: True

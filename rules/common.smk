@@ -68,6 +68,12 @@ def _write_trigger(path, reasons):
     _set_mtime(path, time.time() if reasons else 0)
 
 
+def _say_why(what, reasons):
+    """Snakemake names only the trigger file as a job's reason; this names the source that changed."""
+    if MAIN:
+        print(f"to redo {what}: {'; '.join(reasons)}", file=sys.stderr)
+
+
 def _refresh_triggers():
     hashes = {}
     for host in TARGETS:
@@ -78,11 +84,15 @@ def _refresh_triggers():
                 state = evidence_state(f"results/{host}/{rel}", ROOT, params, hashes)
                 fresh = state.state == "fresh"
                 _write_trigger(f".work/triggers/{host}/{rel}.trigger", [] if fresh else state.reasons)
+                if not fresh:
+                    _say_why(f"results/{host}/{rel}", state.reasons)
                 if fresh:
                     _set_mtime(state.path, _made_at(state.doc))
     # stale when a report source or any host's evidence changed (pipeline.audit.report_state)
     shown = report_state(ROOT, "results")  # ("report" is a Snakemake keyword at the start of a line)
     _write_trigger(".work/triggers/report.trigger", shown.reasons)
+    if shown.reasons:
+        _say_why("the report", shown.reasons)
     report_outputs = [Path(p) for p in (REPORT_STAMP, "results/REPORT.md", "results/report.html")]
     if shown.state == "fresh" and all(p.exists() for p in report_outputs):
         for path in report_outputs:
@@ -113,12 +123,27 @@ def planned_hosts():
 
 def check_before_running():
     """onstart: refuse the whole run before any job starts (and Snakemake removes its outputs)."""
-    problems = preflight(config, planned_hosts(), ROOT)
+    hosts = planned_hosts()
+    problems = preflight(config, hosts, ROOT) if hosts else []
     if problems:
         raise WorkflowError("nothing was run: " + "; ".join(problems))
 
 
-def finish(succeeded):
+def print_verdict():
+    """The end of `snakemake report`: one screen per host; under `--config strict=true` a failing
+    gate (or invalid evidence) of a target fails the run."""
+    from fleet_decode.report import verdicts
+    from fleet_decode.report.verdict import summary
+
+    verdict = verdicts(ROOT, Path("results"))
+    print(f"\n{summary(verdict)}\n", flush=True)
+    failing = [f"{host} {v.milestone} {v.label}" for host in TARGETS for v in verdict.get(host, [])
+               if "FAIL" in v.label or v.state == "INVALID"]
+    if STRICT and failing:
+        raise WorkflowError("strict: " + ", ".join(failing))
+
+
+def finish():
     """onsuccess / onerror: put back the evidence of every job that did not finish."""
     _restore_kept("its job did not finish; the evidence from before is kept")
 
