@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what fleet-decode needs on a fresh Debian machine: system packages (sshd for the SSH
-# tests, hipcc for the AMD compile check) and the Python project with its test extra.
+# tests, hipcc for the AMD compile check, chromium to look at the report as a person would) and
+# the Python project with its test extra.
 # The CPU torch wheel is installed first so that the project's torch range resolves to it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,6 +9,7 @@ if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
   need=()
   command -v sshd >/dev/null || [ -x /usr/sbin/sshd ] || need+=(openssh-server)
   command -v hipcc >/dev/null || need+=(hipcc)
+  command -v chromium >/dev/null || need+=(chromium)
   if [ ${#need[@]} -gt 0 ]; then
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
