@@ -1,7 +1,8 @@
 """fleet-decode workflow: deploy to each target host, run milestones M0-M4 and the benchmark there,
 fetch the evidence, render the report. Staleness is by content hash (rules/common.smk).
 
-  snakemake report                 # everything for the config's targets, then results/REPORT.md
+  snakemake report                 # everything for the config's targets, results/REPORT.md, the verdict
+  snakemake report --config strict=true   # the same, and a failing gate fails the run
   snakemake -n                     # what would rerun, and why (see .work/triggers/)
   snakemake --config targets='[h200]' report
   snakemake --report report.html   # Snakemake's own report, with captions

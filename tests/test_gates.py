@@ -68,3 +68,21 @@ def test_the_measure_sees_bf16_rounding_and_a_broken_layer():
     broken = [h.clone() for h in hf_hidden]
     broken[1][: broken[1].numel() // 8] *= -1  # one layer wrong in an eighth of its channels
     assert layer_errors(broken, exact.hidden[0])[1] > 0.05
+
+
+@pytest.mark.gpu
+def test_the_megakernel_meets_the_m3_and_m4_gates_on_the_real_config():
+    """The pipeline's M3/M4 gates (config defaults) on the H200's setting: real config, random
+    weights, bf16, the 1,024-token prompt, 32 tokens."""
+    from fleet_decode.kernels.megakernel import simulate as megakernel_decode
+
+    model = load_model("random:deepseek-coder-v2-lite", dtype=torch.bfloat16, device="cuda")
+    prompt = prompt_ids(1024, vocab_size=model.config.vocab_size)
+    ours = megakernel_decode(model, prompt, 32)
+    exact = exact_decode(model, prompt, 32, fed=ours.tokens)
+    step = megakernel_decode(model, prompt, 1)  # the megakernel keeps the last step's hidden states
+    assert max(layer_errors(step.hidden_states[0], exact.hidden[0])) <= 5e-3
+    assert cosine(exact.logits[0], step.logits[0]) >= 0.99999
+    assert int(step.tokens[0]) == exact.tokens[0]
+    splits = token_splits([int(t) for t in ours.tokens], exact, torch.bfloat16)
+    assert all(s.allowed for s in splits), splits
