@@ -8,6 +8,7 @@ if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
   need=()
   command -v sshd >/dev/null || [ -x /usr/sbin/sshd ] || need+=(openssh-server)
   command -v hipcc >/dev/null || need+=(hipcc)
+  command -v slurmctld >/dev/null || [ -x /usr/sbin/slurmctld ] || need+=(slurm-wlm munge)  # the cluster test
   if [ ${#need[@]} -gt 0 ]; then
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
