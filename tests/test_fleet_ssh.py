@@ -1,7 +1,8 @@
 """Two SSH hosts in one invocation, each in a network namespace of its own with its own sshd: both
 run the whole workflow side by side (`--cores 2`), the report shows both; then one is cut off
-(its link taken down) while a milestone runs there, and the other still completes its evidence,
-intact, while the cut one fails naming itself."""
+(its link taken down) while a milestone runs there, and then it is unreachable from the start: each
+time the other still completes its evidence, and the cut one fails naming itself with what it had
+before left intact."""
 import datetime
 import os
 import signal
