@@ -49,20 +49,14 @@ UsePAM no
 PidFile {tmp}/sshd.pid
 Subsystem sftp internal-sftp
 """)
-        key_type, key = (tmp / "host_key.pub").read_text().split()[:2]
-        (tmp / "known_hosts").write_text(f"[127.0.0.1]:{self.port} {key_type} {key}\n")
+        (tmp / "known_hosts").write_text(self.known_hosts_line())
         self.unknown_known_hosts = tmp / "unknown_known_hosts"
         self.unknown_known_hosts.write_text("")
-        user = os.environ.get("USER") or "root"
-        common = f"  User {user}\n  IdentityFile {tmp}/user_key\n  IdentitiesOnly yes\n"
         self.ssh_config = tmp / "ssh_config"
         self.ssh_config.write_text(
-            f"Host fleet-test\n  HostName 127.0.0.1\n  Port {self.port}\n{common}"
-            f"  UserKnownHostsFile {tmp}/known_hosts\n"
-            f"Host fleet-unknown\n  HostName 127.0.0.1\n  Port {self.port}\n{common}"
-            f"  UserKnownHostsFile {self.unknown_known_hosts}\n"
-            f"Host fleet-closed\n  HostName 127.0.0.1\n  Port {free_port()}\n{common}"
-            f"  UserKnownHostsFile {tmp}/known_hosts\n")
+            self.alias("fleet-test", tmp / "known_hosts")
+            + self.alias("fleet-unknown", self.unknown_known_hosts)
+            + self.alias("fleet-closed", tmp / "known_hosts", port=free_port()))
         Path("/run/sshd").mkdir(parents=True, exist_ok=True)
         self.log = open(tmp / "sshd.log", "w")
         self.process = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(tmp / "sshd_config")],
@@ -77,6 +71,18 @@ Subsystem sftp internal-sftp
             except OSError:
                 time.sleep(0.1)
         raise RuntimeError("sshd did not start listening")
+
+    def known_hosts_line(self, marker="") -> str:
+        key_type, key = (self.dir / "host_key.pub").read_text().split()[:2]
+        return f"{marker + ' ' if marker else ''}[127.0.0.1]:{self.port} {key_type} {key}\n"
+
+    def alias(self, name, known_hosts, port=None, **options) -> str:
+        """An ssh_config Host stanza for this server (or `port`), logging in with its user key."""
+        user = os.environ.get("USER") or "root"
+        lines = {"HostName": "127.0.0.1", "Port": port or self.port, "User": user,
+                 "IdentityFile": self.dir / "user_key", "IdentitiesOnly": "yes",
+                 "UserKnownHostsFile": known_hosts, **options}
+        return f"Host {name}\n" + "".join(f"  {k} {v}\n" for k, v in lines.items())
 
     def stop(self):
         self.process.terminate()
