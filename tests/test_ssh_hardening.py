@@ -156,3 +156,30 @@ def test_a_missing_ssh_config_is_named(tmp_path):
     missing = tmp_path / "no_such_ssh_config"
     with pytest.raises(TransportError, match=f"gpu-box: ssh_config {missing} does not exist"):
         open_transport("gpu-box", {"transport": "ssh", "ssh_alias": "fleet-test"}, str(missing))
+
+
+SECRET = "hf_s3cr3t-VALUE with 'quotes' and $dollars"
+
+
+@pytest.mark.parametrize("over", ["ssh", "local"])
+def test_env_values_reach_the_run_but_never_the_disk_the_process_list_or_the_log(sshd, tmp_path, over):  # noqa: F811
+    transport = (SshTransport("gpu-box", "fleet-test", str(sshd.ssh_config)) if over == "ssh"
+                 else open_transport("cpu", {"transport": "local"}))
+    run_dir = tmp_path / "runs" / "m1-run"
+    with transport:
+        # The run proves it got the value (its sha256) without printing it, and waits to be looked at.
+        transport.start(str(run_dir), 'printf %s "$HF_TOKEN" | sha256sum; while [ ! -e "$RUN_DIR/go" ]; do sleep 0.1; done',
+                        key="k", env={"HF_TOKEN": SECRET, "RUN_DIR": str(run_dir)})
+        deadline = time.monotonic() + 30
+        while not (run_dir / "log").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        processes = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+        assert "sha256sum" in processes or "sleep" in processes  # the run is going while we look
+        transport.check(f"touch {shlex.quote(str(run_dir))}/go", "releasing the run")
+        transport.wait(str(run_dir), "m1", timeout_s=30, poll_s=0.1)
+    import hashlib
+    assert (run_dir / "log").read_text().split()[0] == hashlib.sha256(SECRET.encode()).hexdigest()
+    assert SECRET not in processes and "hf_s3cr3t" not in processes
+    assert not (run_dir / "env").exists()  # read, then deleted
+    for path in run_dir.rglob("*"):
+        assert "hf_s3cr3t" not in path.read_text(errors="replace"), path

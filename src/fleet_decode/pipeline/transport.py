@@ -10,6 +10,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,10 +74,19 @@ class Transport:
 
     # Detached runs. A run directory holds `command.sh`, `key` (what it computes, see
     # pipeline.run.run_key), `pid`, `log`, `exitcode` once it ended, `fetched` once its evidence was.
-    def start(self, run_dir: str, command: str, key: str = ""):
-        wrapper = (f"( {command} ) > {q(run_dir)}/log 2>&1; echo $? > {q(run_dir)}/exitcode.tmp; "
-                   f"mv {q(run_dir)}/exitcode.tmp {q(run_dir)}/exitcode")
-        self.check(f"mkdir -p {q(run_dir)} && printf '%s\\n' {q(wrapper)} > {q(run_dir)}/command.sh && "
+    def start(self, run_dir: str, command: str, key: str = "", env: dict | None = None):
+        """Starts `command` detached in `run_dir`. `env` (secrets, say) never reaches command.sh,
+        an argv or the log: it travels in a 0600 file that the run reads and deletes first."""
+        env_file = f"{q(run_dir)}/env"
+        self.check(f"mkdir -p {q(run_dir)} && (umask 077 && : > {env_file})", f"preparing {run_dir}")
+        with tempfile.TemporaryDirectory(prefix="fleet-env-") as scratch:
+            local = Path(scratch) / "env"
+            local.write_text("".join(f"export {k}={q(v)}\n" for k, v in (env or {}).items()))
+            local.chmod(0o600)
+            self.put(local, f"{run_dir}/env")
+        wrapper = (f". {env_file}; rm -f {env_file}; ( {command} ) > {q(run_dir)}/log 2>&1; "
+                   f"echo $? > {q(run_dir)}/exitcode.tmp; mv {q(run_dir)}/exitcode.tmp {q(run_dir)}/exitcode")
+        self.check(f"printf '%s\\n' {q(wrapper)} > {q(run_dir)}/command.sh && "
                    f"printf '%s\\n' {q(key)} > {q(run_dir)}/key && "
                    f"{{ nohup setsid sh {q(run_dir)}/command.sh > /dev/null 2>&1 < /dev/null & "
                    f"echo $! > {q(run_dir)}/pid; }}",
