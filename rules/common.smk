@@ -25,7 +25,12 @@ from fleet_decode.pipeline.sources import EVIDENCE, declared_files
 from fleet_decode.pipeline.run import deploy, run_rule
 
 try:
-    pipeline_config.validate(config, ROOT / "config" / "config.schema.yaml")
+    # Rebuilt from the files and --config values, so that --configfile X means X, as check-config X reads it.
+    validated = pipeline_config.workflow_config(
+        workflow.config_settings.configfiles or [ROOT / "config" / "config.yaml"],
+        workflow.config_settings.config, ROOT / "config" / "config.schema.yaml")
+    config.clear()
+    config.update(validated)
 except pipeline_config.ConfigError as error:
     raise WorkflowError(str(error)) from None
 
