@@ -3,7 +3,7 @@ fetch the evidence, render the report. Staleness is by content hash (rules/commo
 
   snakemake report                 # everything for the config's targets, then results/REPORT.md
   snakemake -n                     # what would rerun, and why (see .work/triggers/)
-  snakemake --config targets='[h200]' report
+  snakemake report --config targets='[h200]'
   snakemake --report report.html   # Snakemake's own report, with captions
 """
 
