@@ -137,3 +137,5 @@ def test_whole_workflow_over_ssh_produces_every_evidence_file_and_the_report(ssh
     written = [p for root in (tmp_path / "remote 'work' dir" / "runs", repo / "results", repo / ".work")
                for p in root.rglob("*") if p.is_file()]
     assert written and not [p for p in written if secret.encode() in p.read_bytes()]
+    # Evidence names the host by its config key and paths relative to the tree, not where it ran.
+    assert not [s.path for s in states if str(tmp_path) in s.path.read_text() or "hostname" in s.doc["host"]]
