@@ -235,8 +235,9 @@ class SshTransport(Transport):
         try:
             self._open(connection, hops, known, route)
         except BaseException:
-            for hop in hops:
+            for hop in hops:  # a failed open leaves paramiko's transport thread; Fabric's close skips it
                 hop.close()
+                hop.client.close()
             raise
         self.connection, self.hops = connection, hops
 
