@@ -24,8 +24,8 @@ COMMANDS_NOT_RUN_HERE = {
     "python -m fleet_decode.model.compare --model random:deepseek-coder-v2-lite --dtype bf16 --device cuda "
     "--prefill 1024 --steps 32": "options",
     "python -m fleet_decode.kernels.build --arch sm_90a": "options",  # nvcc for sm_90a
-    "python -m fleet_decode.kernels.check": "options",
-    "python -m fleet_decode.kernels.megakernel --tokens 32 --out m.json": "options",
+    "python -m fleet_decode.kernels.checks": "options",
+    "python -m fleet_decode.kernels.lab --tokens 32 --out m.json": "options",
     "python -m fleet_decode.bench --model random:deepseek-coder-v2-lite --device cuda "
     "--prompt-lengths 256,1024,4096 --tokens 32 --runs 3 --json bench.json": "options",
 }
