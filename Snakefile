@@ -4,7 +4,7 @@ fetch the evidence, render the report. Staleness is by content hash (rules/commo
   snakemake report                 # everything for the config's targets, results/REPORT.md, the verdict
   snakemake report --config strict=true   # the same, and a failing gate fails the run
   snakemake -n                     # what would rerun, and why (see .work/triggers/)
-  snakemake --config targets='[h200]' report
+  snakemake report --config targets='[h200]'
   snakemake --report report.html   # Snakemake's own report, with captions
 """
 

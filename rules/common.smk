@@ -30,7 +30,12 @@ STRICT = bool(config.pop("strict", False))
 MAIN = getattr(workflow, "is_main_process", True)  # not in a job's own process (cluster, SLURM)
 
 try:
-    pipeline_config.validate(config, ROOT / "config" / "config.schema.yaml")
+    # Rebuilt from the files and --config values, so that --configfile X means X, as check-config X reads it.
+    validated = pipeline_config.workflow_config(
+        workflow.config_settings.configfiles or [ROOT / "config" / "config.yaml"],
+        workflow.config_settings.config, ROOT / "config" / "config.schema.yaml")
+    config.clear()
+    config.update(validated)
 except pipeline_config.ConfigError as error:
     raise WorkflowError(str(error)) from None
 

@@ -51,15 +51,13 @@ UsePAM no
 PidFile {tmp}/sshd.pid
 Subsystem sftp internal-sftp
 """)
-        key_type, key = (tmp / "host_key.pub").read_text().split()[:2]
-        known_as = address if self.port == 22 else f"[{address}]:{self.port}"  # as ssh looks it up
-        (tmp / "known_hosts").write_text(f"{known_as} {key_type} {key}\n")
+        (tmp / "known_hosts").write_text(self.known_hosts_line())
         self.unknown_known_hosts = tmp / "unknown_known_hosts"
         self.unknown_known_hosts.write_text("")
         self.ssh_config = tmp / "ssh_config"
         self.ssh_config.write_text(
             self.alias("fleet-test")
-            + self.alias("fleet-unknown", known_hosts=self.unknown_known_hosts)
+            + self.alias("fleet-unknown", self.unknown_known_hosts)
             + self.alias("fleet-closed", port=free_port()))
         Path("/run/sshd").mkdir(parents=True, exist_ok=True)
         self.log = open(tmp / "sshd.log", "w")
@@ -77,12 +75,19 @@ Subsystem sftp internal-sftp
                 time.sleep(0.1)
         raise RuntimeError("sshd did not start listening")
 
-    def alias(self, name: str, port: int | None = None, known_hosts: Path | None = None) -> str:
-        """An ssh_config Host block that reaches this sshd as root-or-$USER with the throwaway key."""
+    def known_hosts_line(self, marker="") -> str:
+        key_type, key = (self.dir / "host_key.pub").read_text().split()[:2]
+        known_as = self.address if self.port == 22 else f"[{self.address}]:{self.port}"  # as ssh looks it up
+        return f"{marker + ' ' if marker else ''}{known_as} {key_type} {key}\n"
+
+    def alias(self, name, known_hosts=None, port=None, **options) -> str:
+        """An ssh_config Host stanza that reaches this sshd (or `port`) as root-or-$USER with the
+        throwaway user key, checking host keys against `known_hosts` (default: this server's)."""
         user = os.environ.get("USER") or "root"
-        return (f"Host {name}\n  HostName {self.address}\n  Port {port or self.port}\n  User {user}\n"
-                f"  IdentityFile {self.dir}/user_key\n  IdentitiesOnly yes\n"
-                f"  UserKnownHostsFile {known_hosts or self.dir / 'known_hosts'}\n")
+        lines = {"HostName": self.address, "Port": port or self.port, "User": user,
+                 "IdentityFile": self.dir / "user_key", "IdentitiesOnly": "yes",
+                 "UserKnownHostsFile": known_hosts or self.dir / "known_hosts", **options}
+        return f"Host {name}\n" + "".join(f"  {k} {v}\n" for k, v in lines.items())
 
     def stop(self):
         self.process.terminate()

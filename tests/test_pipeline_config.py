@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline_helpers import REPO, host_entry, make_repo, snakemake
+from pipeline_helpers import REPO, host_entry, make_repo, planned_jobs, snakemake
 
 from fleet_decode.pipeline.config import ConfigError, load, validate
 
@@ -64,3 +64,65 @@ def test_check_config_reports_valid_invalid_and_unreadable_configs(tmp_path, cap
     assert "config error at hosts.cpu.backend: 'cuda' is not one of" in capsys.readouterr().err
     assert main(["check-config", str(tmp_path / "missing.yaml")]) == 1
     assert "config error: cannot read" in capsys.readouterr().err
+
+
+def test_the_schedules_the_schema_allows_are_the_simulators_own():
+    from fleet_decode.sim.runtime import SCHEDULES
+
+    schema = yaml.safe_load((REPO / "config" / "config.schema.yaml").read_text())
+    assert schema["$defs"]["host"]["properties"]["schedule"]["enum"] == list(SCHEDULES)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda c: c["hosts"].update({"../../evil": c["hosts"]["cpu"]}), "config error at hosts: '../../evil' does not match"),
+    (lambda c: c["hosts"]["cpu"].update(schedule="adversarial"), "config error at hosts.cpu.schedule: 'adversarial' is not one of"),
+    (lambda c: c["hosts"]["cpu"].update(workdir="~bob/work"), "config error at hosts.cpu.workdir: '~bob/work' does not match"),
+    (lambda c: c["hosts"]["cpu"].update(env={"HF TOKEN": "x"}), "config error at hosts.cpu.env: 'HF TOKEN' does not match"),
+    (lambda c: c["hosts"]["h200"].update(arch="gfx942"), "config error at hosts.h200.arch: 'gfx942' does not match '^sm_'"),
+    (lambda c: c.update(ssh_config="/no/such/ssh_config", targets=["mi300x"]),
+     "config error at ssh_config: /no/such/ssh_config does not exist (target 'mi300x' connects over ssh"),
+])
+def test_the_schema_refuses_what_would_fail_later(edit, message):
+    config = copy.deepcopy(DEFAULT)
+    edit(config)
+    with pytest.raises(ConfigError) as error:
+        validate(config)
+    assert str(error.value).startswith(message)
+
+
+def test_a_workdir_of_tilde_is_the_hosts_home():
+    import os
+
+    from fleet_decode.pipeline.deploy import resolve_workdir
+    from fleet_decode.pipeline.transport import LocalTransport
+
+    home = os.path.realpath(os.path.expanduser("~"))
+    assert resolve_workdir(LocalTransport("cpu"), "~") == home
+    assert resolve_workdir(LocalTransport("cpu"), "~/.cache") == os.path.join(home, ".cache")
+
+
+@pytest.fixture(scope="module")
+def small_repo(tmp_path_factory):
+    return make_repo(tmp_path_factory.mktemp("configs") / "repo", {"cpu": host_entry()}, ["cpu"], probe_kernel=False)
+
+
+def test_configfile_is_validated_exactly_as_check_config_validates_it(small_repo, tmp_path):
+    from fleet_decode.__main__ import main
+
+    config = copy.deepcopy(DEFAULT)
+    del config["hosts"]["cpu"]["workdir"]  # config/config.yaml has one: it must not fill this in
+    (tmp_path / "x.yaml").write_text(yaml.safe_dump(config))
+    expected = "config error at hosts.cpu: 'workdir' is a required property"
+    assert main(["check-config", str(tmp_path / "x.yaml")]) == 1
+    result = snakemake(small_repo, "-n", "--configfile", str(tmp_path / "x.yaml"), check=False)
+    assert result.returncode != 0 and expected in result.stdout + result.stderr
+
+
+def test_numeric_host_overrides_on_the_command_line_are_accepted(small_repo):
+    result = snakemake(small_repo, "-n", "report", "--config", "hosts={cpu: {workers: 4, bench_time_budget_s: 2.5}}")
+    # Without reading "4" as a number the schema would refuse it ('4' is not of type 'integer').
+    assert "config error" not in result.stdout + result.stderr
+    assert planned_jobs(result.stdout)["m0_host"] == 1
+    refused = snakemake(small_repo, "-n", "report", "--config", "hosts={cpu: {workers: many}}", check=False)
+    assert refused.returncode != 0
+    assert "config error at hosts.cpu.workers: 'many' is not of type 'integer'" in refused.stdout + refused.stderr

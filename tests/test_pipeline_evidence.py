@@ -78,3 +78,28 @@ def test_checksum_catches_any_edit(deployed, tmp_path):
     out.write_text(json.dumps({k: v for k, v in doc.items() if k != "gates"}))
     with pytest.raises(InvalidEvidence, match="missing or mistyped key 'gates'"):
         read_evidence(out)
+
+
+@pytest.mark.parametrize("details", [False, True])
+def test_evidence_records_repo_relative_paths_and_the_configured_host_name(deployed, tmp_path, monkeypatch, details):
+    import socket
+    import sys
+
+    out = tmp_path / "runs" / "m1-x" / "out" / "m1" / "kernels.json"
+    monkeypatch.setattr(sys, "argv", ["remote/m1_kernels.py", "--host", "cpu", "--out", str(out)])
+    args = args_for(deployed, out)
+    if details:
+        args.params = json.dumps({"backend": "sim", "model": "tiny", "record_host_details": True})
+    with Milestone("m1", "M1", "m1/kernels.json", args) as m:
+        m.metrics["simulator"] = str(deployed.resolve() / "src" / "fleet_decode" / "sim" / "__init__.py")
+        m.metrics["scratch"] = str(deployed.resolve().parent.parent / "runs" / "m1-x" / "scratch.bin")
+    doc = read_evidence(out)
+    assert doc["argv"][1:] == ["remote/m1_kernels.py", "--host", "cpu", "--out", "m1/kernels.json"]
+    assert doc["metrics"] == {"simulator": "src/fleet_decode/sim/__init__.py",
+                              "scratch": "<workdir>/runs/m1-x/scratch.bin"}
+    assert doc["host"]["name"] == "cpu"
+    assert str(tmp_path) not in out.read_text()
+    if details:
+        assert doc["host"]["hostname"] == socket.gethostname() and doc["argv"][0] == sys.executable
+    else:
+        assert "hostname" not in doc["host"] and "/" not in doc["argv"][0]

@@ -115,7 +115,9 @@ def test_whole_workflow_over_ssh_produces_every_evidence_file_and_the_report(ssh
     from fleet_decode.pipeline.audit import audit
     from fleet_decode.pipeline.sources import EVIDENCE
 
-    host = host_entry(transport="ssh", ssh_alias="fleet-test", workdir=str(tmp_path / "remote 'work' dir"))
+    secret = "hf_0123456789abcdefSECRET"
+    host = host_entry(transport="ssh", ssh_alias="fleet-test", workdir=str(tmp_path / "remote 'work' dir"),
+                      env={"HF_TOKEN": secret})
     repo = make_repo(tmp_path / "laptop", {"gpu-box": host}, ["gpu-box"], ssh_config=sshd.ssh_config)
     snakemake(repo, "report")
     expected = sorted(f"results/gpu-box/{rel}" for rels in EVIDENCE.values() for rel in rels)
@@ -131,3 +133,9 @@ def test_whole_workflow_over_ssh_produces_every_evidence_file_and_the_report(ssh
     runs = list((tmp_path / "remote 'work' dir" / "runs").iterdir())
     assert len(runs) == len(expected)
     assert all((run / "exitcode").read_text().strip() == "0" for run in runs)
+    # The env's value went to the runs (see test_ssh_hardening) and nowhere on disk, either side.
+    written = [p for root in (tmp_path / "remote 'work' dir" / "runs", repo / "results", repo / ".work")
+               for p in root.rglob("*") if p.is_file()]
+    assert written and not [p for p in written if secret.encode() in p.read_bytes()]
+    # Evidence names the host by its config key and paths relative to the tree, not where it ran.
+    assert not [s.path for s in states if str(tmp_path) in s.path.read_text() or "hostname" in s.doc["host"]]

@@ -6,13 +6,14 @@
 """
 import sys
 
+from fleet_decode.cli import quiet_broken_pipe
+
 
 def check_config(argv) -> int:
-    import argparse
-
+    from fleet_decode.cli import OneLineParser
     from fleet_decode.pipeline.config import ConfigError, load
 
-    parser = argparse.ArgumentParser(prog="fleet-decode check-config",
+    parser = OneLineParser(prog="fleet-decode check-config",
                                      description="Validate a workflow config against config/config.schema.yaml "
                                                  "(the check Snakemake runs first), printing the first error.")
     parser.add_argument("config", nargs="?", default="config/config.yaml")
@@ -27,6 +28,7 @@ def check_config(argv) -> int:
     return 0
 
 
+@quiet_broken_pipe
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help"):

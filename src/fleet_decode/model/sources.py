@@ -45,9 +45,18 @@ def get_config(name_or_path: str) -> DeepseekV2Config:
         raw = json.loads(path.read_text())
     except json.JSONDecodeError as err:
         raise ModelSourceError(f"{path}: not valid JSON ({err})") from None
+    if not isinstance(raw, dict):
+        raise ModelSourceError(f"{path}: not a config (a JSON object)")
     _check_architecture(raw, path)
-    config = AutoConfig.from_pretrained(str(path))
-    _check_supported(config, path)
+    try:
+        config = AutoConfig.from_pretrained(str(path))
+    except Exception as err:  # transformers and huggingface_hub raise many kinds for a bad field
+        reason = " ".join(str(err).split())
+        raise ModelSourceError(f"{path}: transformers refuses this config ({reason})") from None
+    try:
+        _check_supported(config, path)
+    except TypeError as err:  # a field of the wrong type that transformers let through
+        raise ModelSourceError(f"{path}: unsupported config ({err})") from None
     return config
 
 

@@ -141,8 +141,9 @@ def _git_snapshot(repo, allow_dirty: bool) -> Snapshot:
 
 
 def resolve_workdir(transport: Transport, workdir: str) -> str:
-    """Absolute path of the host's work dir (created if needed); `~/` means the host's home."""
-    path = q(workdir) if not workdir.startswith("~/") else f'"$HOME"/{q(workdir[2:])}'
+    """Absolute path of the host's work dir (created if needed); `~` or `~/...` is the host's home."""
+    home, _, rest = workdir.partition("/")
+    path = q(workdir) if home != "~" else '"$HOME"' + (f"/{q(rest)}" if rest else "")
     return transport.check(f"mkdir -p {path} && cd {path} && pwd", f"creating work dir {workdir}").strip()
 
 

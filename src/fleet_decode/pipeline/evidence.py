@@ -124,7 +124,9 @@ def command_output(argv) -> str | None:
     return out.stdout.strip() or None
 
 
-def host_fingerprint(name: str) -> dict:
+def host_fingerprint(name: str, details: bool = False) -> dict:
+    """What the evidence says about the host: the config's name for it and what it runs, not which
+    machine it is, unless the host's config sets `record_host_details`."""
     import torch
     import transformers
 
@@ -135,8 +137,8 @@ def host_fingerprint(name: str) -> dict:
                "multiprocessors": props.multi_processor_count}
         arch = getattr(props, "gcnArchName", None) or f"sm_{props.major}{props.minor}"
     driver = command_output(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
-    return {
-        "name": name, "hostname": socket.gethostname(), "platform": platform.platform(),
+    fingerprint = {
+        "name": name, "platform": platform.platform(),
         "cpu": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
         "python": platform.python_version(), "gpu": gpu, "arch": arch, "driver": driver,
         "cuda": torch.version.cuda, "hip": getattr(torch.version, "hip", None),
@@ -145,6 +147,31 @@ def host_fingerprint(name: str) -> dict:
         "slurm_node": os.environ.get("SLURMD_NODENAME") or os.environ.get("SLURM_JOB_NODELIST"),
         "slurm_job": os.environ.get("SLURM_JOB_ID"),
     }
+    if details:
+        fingerprint.update(hostname=socket.gethostname(), executable=sys.executable)
+    return fingerprint
+
+
+def recorded_argv(argv: list[str], evidence: str, details: bool = False) -> list[str]:
+    """The command as the evidence records it: the interpreter by name and the output by its path
+    under results/<host>/, so no path of the host's file system is written down."""
+    argv = list(argv)
+    if "--out" in argv[:-1]:
+        argv[argv.index("--out") + 1] = evidence
+    return [sys.executable if details else Path(sys.executable).name, *argv]
+
+
+def relative_paths(value, root: Path):
+    """`value` with every string path inside the deployed tree made relative to it, and every
+    other path under the host's work dir (the tree's grandparent) written as <workdir>/..."""
+    tree, workdir = f"{root.resolve()}/", f"{root.resolve().parent.parent}/"
+    if isinstance(value, str):
+        return value.replace(tree, "").replace(workdir, "<workdir>/")
+    if isinstance(value, dict):
+        return {k: relative_paths(v, root) for k, v in value.items()}
+    if isinstance(value, list):
+        return [relative_paths(v, root) for v in value]
+    return value
 
 
 def deployed_git(root) -> dict:
@@ -217,15 +244,16 @@ class Milestone:
         sources = hash_sources(root, self.rule)
         manifest_files = json.loads((root / MANIFEST).read_text()).get("files", {})
         edited_after_deploy = [p for p, h in sources.items() if manifest_files.get(p) != h]
-        write_evidence(self.args.out, {
+        details = bool(self.params.get("record_host_details"))
+        write_evidence(self.args.out, relative_paths({
             "schema": SCHEMA, "rule": self.rule, "milestone": self.milestone,
-            "evidence": self.evidence, "argv": [sys.executable, *sys.argv],
+            "evidence": self.evidence, "argv": recorded_argv(sys.argv, self.evidence, details),
             "git": dict(self.git, dirty=bool(self.git.get("dirty") or edited_after_deploy)),
-            "sources": sources, "host": host_fingerprint(self.args.host), "model": self.model_info,
+            "sources": sources, "host": host_fingerprint(self.args.host, details), "model": self.model_info,
             "params": self.params, "started_at": self.started_at, "finished_at": _now(),
             "status": "pass" if all(g["passed"] for g in self.gates.values()) else "fail",
             "gates": self.gates, "metrics": self.metrics,
-        })
+        }, root))
         failed = [name for name, g in self.gates.items() if not g["passed"]]
         self.progress(f"evidence written: {'FAIL (' + ', '.join(failed) + ')' if failed else 'PASS'}")
         return False

@@ -108,10 +108,9 @@ def run_rule(config: dict, host_name: str, rule: str, output: str, evidence: str
                 console.print(f"  [{label}] {line}", markup=False)
 
         if not earlier:
-            command = (f'cd {q(tree)} && PYTHONPATH={pythonpath}"${{PYTHONPATH:+:$PYTHONPATH}}" env '
-                       + " ".join(q(f"{k}={v}") for k, v in env.items()) + " "
+            command = (f'cd {q(tree)} && PYTHONPATH={pythonpath}"${{PYTHONPATH:+:$PYTHONPATH}}" '
                        + " ".join(map(q, [*argv, "--out", remote_out])))
-            transport.start(run_dir, command, key)
+            transport.start(run_dir, command, key, env)  # env may hold secrets: never in command.sh
         transport.wait(run_dir, f"{rule} ({evidence})", timeout_s=host["timeout_s"], on_log=show)
         transport.fetch_verified(remote_out, output)
         transport.check(f"touch {q(run_dir)}/fetched", f"marking {run_dir} fetched")

@@ -5,10 +5,12 @@ raises with the log's tail. `local` runs the same shell protocol on this machine
 share every step but the wire.
 """
 import hashlib
+import logging
 import os
 import shlex
 import shutil
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +21,12 @@ CONNECT_TIMEOUT_S = 10
 # not paramiko's hour, before the connection counts as lost.
 CHANNEL_TIMEOUT_S = 30
 REATTACH_WINDOW_S = 60
+
+
+# paramiko logs a failed handshake with a traceback from its own thread; the transport's errors
+# say what happened, in one line that names the host.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
+logging.getLogger("paramiko").propagate = False
 
 
 class TransportError(RuntimeError):
@@ -69,10 +77,19 @@ class Transport:
 
     # Detached runs. A run directory holds `command.sh`, `key` (what it computes, see
     # pipeline.run.run_key), `pid`, `log`, `exitcode` once it ended, `fetched` once its evidence was.
-    def start(self, run_dir: str, command: str, key: str = ""):
-        wrapper = (f"( {command} ) > {q(run_dir)}/log 2>&1; echo $? > {q(run_dir)}/exitcode.tmp; "
-                   f"mv {q(run_dir)}/exitcode.tmp {q(run_dir)}/exitcode")
-        self.check(f"mkdir -p {q(run_dir)} && printf '%s\\n' {q(wrapper)} > {q(run_dir)}/command.sh && "
+    def start(self, run_dir: str, command: str, key: str = "", env: dict | None = None):
+        """Starts `command` detached in `run_dir`. `env` (secrets, say) never reaches command.sh,
+        an argv or the log: it travels in a 0600 file that the run reads and deletes first."""
+        env_file = f"{q(run_dir)}/env"
+        self.check(f"mkdir -p {q(run_dir)} && (umask 077 && : > {env_file})", f"preparing {run_dir}")
+        with tempfile.TemporaryDirectory(prefix="fleet-env-") as scratch:
+            local = Path(scratch) / "env"
+            local.write_text("".join(f"export {k}={q(v)}\n" for k, v in (env or {}).items()))
+            local.chmod(0o600)
+            self.put(local, f"{run_dir}/env")
+        wrapper = (f". {env_file}; rm -f {env_file}; ( {command} ) > {q(run_dir)}/log 2>&1; "
+                   f"echo $? > {q(run_dir)}/exitcode.tmp; mv {q(run_dir)}/exitcode.tmp {q(run_dir)}/exitcode")
+        self.check(f"printf '%s\\n' {q(wrapper)} > {q(run_dir)}/command.sh && "
                    f"printf '%s\\n' {q(key)} > {q(run_dir)}/key && "
                    f"{{ nohup setsid sh {q(run_dir)}/command.sh > /dev/null 2>&1 < /dev/null & "
                    f"echo $! > {q(run_dir)}/pid; }}",
@@ -175,55 +192,83 @@ class LocalTransport(Transport):
 
 
 class SshTransport(Transport):
-    """Fabric through an ssh_config Host alias. Host keys are checked against the known_hosts files
-    (~/.ssh/known_hosts and the alias's UserKnownHostsFile); an unknown key is refused unless
-    `trust_on_first_use`, which records it in the first of those files."""
+    """Fabric through an ssh_config Host alias. Every hop (each ProxyJump gateway, then the host)
+    has its key checked against the same known_hosts files (~/.ssh/known_hosts and the alias's
+    UserKnownHostsFile; see pipeline.known_hosts): an unknown key is refused unless
+    `trust_on_first_use`, which appends it to the first of those files."""
 
     def __init__(self, name: str, alias: str, ssh_config: str | None = None,
                  trust_on_first_use: bool = False):
         self.name, self.alias, self.ssh_config, self.tofu = name, alias, ssh_config, trust_on_first_use
-        self.connection = None
+        self.connection, self.hops = None, []
         self.reconnect()
 
     def _known_hosts(self, host_config) -> list[Path]:
         listed = host_config.get("userknownhostsfile", "~/.ssh/known_hosts")
         return [Path(os.path.expanduser(p)) for p in listed.split()]
 
+    def _ssh_config_path(self) -> str | None:
+        if self.ssh_config is None:
+            default = os.path.expanduser("~/.ssh/config")
+            return default if os.path.exists(default) else None
+        path = os.path.expanduser(self.ssh_config)
+        if not os.path.isfile(path):
+            raise TransportError(f"{self.name}: ssh_config {self.ssh_config} does not exist")
+        return path
+
     def reconnect(self):
         import fabric
-        import paramiko
+
+        from fleet_decode.pipeline.known_hosts import KnownHosts
 
         self.close()
-        path = os.path.expanduser(self.ssh_config or "~/.ssh/config")
-        config = fabric.Config(runtime_ssh_path=path if os.path.exists(path) else None)
-        connection = fabric.Connection(self.alias, config=config, connect_timeout=CONNECT_TIMEOUT_S,
-                                       connect_kwargs={"channel_timeout": CHANNEL_TIMEOUT_S})
-        known = self._known_hosts(connection.ssh_config)
-        for file in known:
-            if file.exists():
-                connection.client.load_host_keys(str(file))
-        connection.client.set_missing_host_key_policy(
-            paramiko.AutoAddPolicy() if self.tofu else paramiko.RejectPolicy())
-        where = f"{connection.host}:{connection.port}"
+        # Each hop's own timeouts: a host that takes the TCP connection but never speaks SSH.
+        config = fabric.Config(runtime_ssh_path=self._ssh_config_path(), overrides={
+            "connect_kwargs": {"banner_timeout": CONNECT_TIMEOUT_S, "auth_timeout": CONNECT_TIMEOUT_S,
+                               "channel_timeout": CHANNEL_TIMEOUT_S}})
+        connection = fabric.Connection(self.alias, config=config, connect_timeout=CONNECT_TIMEOUT_S)
+        known = KnownHosts.read(self._known_hosts(connection.ssh_config))
+        # Fabric gives every ProxyJump gateway its own client that accepts any key: each gets ours.
+        hops, hop = [connection], connection.gateway
+        while isinstance(hop, fabric.Connection):
+            hops.append(hop)
+            hop = hop.gateway
+        for hop in hops:
+            known.trust(hop.client, self.name, self.tofu)
+        route = " -> ".join(f"{h.host}:{h.port}" for h in reversed(hops))
+        try:
+            self._open(connection, hops, known, route)
+        except BaseException:
+            for hop in hops:  # a failed open leaves paramiko's transport thread; Fabric's close skips it
+                hop.close()
+                hop.client.close()
+            raise
+        self.connection, self.hops = connection, hops
+
+    def _open(self, connection, hops, known, route: str):
+        """Opens `connection` (and its gateways); every failure becomes one line naming the host."""
+        import paramiko
+
+        from fleet_decode.pipeline.known_hosts import HostKeyRefused
+
         try:
             connection.open()
+        except HostKeyRefused as e:
+            raise TransportError(str(e)) from None
         except paramiko.BadHostKeyException as e:
-            raise TransportError(f"{self.name}: host key of {where} does NOT match known_hosts "
-                                 f"({e}); refusing to connect") from None
+            revoked = known.revoked_at(e.key)
+            why = f"is marked @revoked in {revoked}" if revoked else "does NOT match known_hosts"
+            raise TransportError(f"{self.name}: host key of {_hop_offering(hops, e.key)} {why} (route {route}); "
+                                 "refusing to connect") from None
         except paramiko.SSHException as e:
-            if "not found in known_hosts" in str(e):
-                raise TransportError(
-                    f"{self.name}: unknown host key for {where} (alias {self.alias!r}) is not in "
-                    f"{', '.join(map(str, known))}; refusing to connect (add it with ssh-keyscan, "
-                    "or set trust_on_first_use: true for this host)") from None
-            raise ConnectionLost(f"{self.name}: SSH to {self.alias!r} ({where}) failed: {e}") from None
+            if "banner" in str(e) or "No existing session" in str(e):
+                raise ConnectionLost(f"{self.name}: no SSH banner within {CONNECT_TIMEOUT_S} s from "
+                                     f"{self.alias!r} (route {route}): something accepts the TCP "
+                                     "connection there but does not speak SSH") from None
+            raise ConnectionLost(f"{self.name}: SSH to {self.alias!r} (route {route}) failed: {e}") from None
         except (OSError, EOFError) as e:
-            raise ConnectionLost(f"{self.name}: cannot reach {self.alias!r} ({where}): "
+            raise ConnectionLost(f"{self.name}: cannot reach {self.alias!r} (route {route}): "
                                  f"{e.strerror or e or type(e).__name__}") from None
-        if self.tofu:
-            known[0].parent.mkdir(parents=True, exist_ok=True)
-            connection.client.save_host_keys(str(known[0]))
-        self.connection = connection
 
     def _alive(self):
         transport = self.connection and self.connection.client.get_transport()
@@ -253,9 +298,18 @@ class SshTransport(Transport):
         self.connection.get(remote, str(local))
 
     def close(self):
-        if self.connection is not None:
-            self.connection.close()
-            self.connection = None
+        for hop in self.hops:  # Fabric closes a connection, not the gateways it went through
+            hop.close()
+        self.connection, self.hops = None, []
+
+
+def _hop_offering(hops, key) -> str:
+    """known_hosts' name ("[host]:port", or "host" on port 22) of the hop whose server sent `key`."""
+    for hop in hops:
+        transport = hop.client.get_transport()
+        if transport is not None and transport.host_key == key:
+            return hop.host if int(hop.port) == 22 else f"[{hop.host}]:{hop.port}"
+    return "a hop"
 
 
 def open_transport(name: str, host: dict, ssh_config: str | None = None) -> Transport:

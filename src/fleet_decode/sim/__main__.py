@@ -15,7 +15,9 @@ from pathlib import Path
 
 import torch
 
+from fleet_decode.cli import OneLineParser, positive_int, quiet_broken_pipe
 from fleet_decode.model import Reference, load_model, prompt_ids
+from fleet_decode.model.sources import ModelSourceError
 from fleet_decode.sim.decode import simulate
 from fleet_decode.sim.runtime import SCHEDULES
 
@@ -33,18 +35,23 @@ def reference_decode(model, ids, n_tokens):
     return tokens, logits
 
 
+@quiet_broken_pipe
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = OneLineParser(prog="python -m fleet_decode.sim", description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="tiny", help="tiny | random:<name-or-config.json>[@seed] | hf:<dir>")
-    ap.add_argument("--tokens", type=int, default=8)
-    ap.add_argument("--workers", type=int, default=8)
+    ap.add_argument("--tokens", type=positive_int, default=8)
+    ap.add_argument("--workers", type=positive_int, default=8)
     ap.add_argument("--schedule", choices=SCHEDULES, default="round-robin")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--prompt-len", type=int, default=32)
+    ap.add_argument("--prompt-len", type=positive_int, default=32)
     ap.add_argument("--check", action="store_true", help="compare with the reference decode")
     ap.add_argument("--json", type=Path, help="write tokens, counts and timings here")
     args = ap.parse_args(argv)
-    model = load_model(args.model)
+    try:
+        model = load_model(args.model)
+    except ModelSourceError as error:
+        ap.error(f"--model {error}")
     ids = prompt_ids(args.prompt_len, vocab_size=model.config.vocab_size)
     result = simulate(model, ids, args.tokens, workers=args.workers, schedule=args.schedule, seed=args.seed)
     print(f"tokens: {result.tokens}")
