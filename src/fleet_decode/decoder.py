@@ -59,8 +59,8 @@ class Generation:
         floor = self.bytes_per_token / (bandwidth_tbs * 1e12)
         return (f"{prefill}; {len(steps)} decode steps in {self.launches} launch(es): {per_token * 1e3:.3f} ms/token "
                 f"(P50 {p50 * 1e3:.3f}), {1 / per_token:.2f} tokens/s, "
-                f"{self.bytes_per_token / per_token / 1e9:.2f} GB/s, {100 * floor / per_token:.1f} % of the "
-                f"{floor * 1e3:.3f} ms floor ({self.bytes_per_token / 1e9:.3f} GB/token at {bandwidth_tbs} TB/s)")
+                f"{self.bytes_per_token / per_token / 1e9:.2f} GB/s, {100 * floor / per_token:.3g} % of the "
+                f"{floor * 1e3:.3g} ms floor ({self.bytes_per_token / 1e9:.4g} GB/token at {bandwidth_tbs} TB/s)")
 
 
 def round_up(n: int, multiple: int = CONTEXT_ROUNDING) -> int:
@@ -77,6 +77,24 @@ def load_tokenizer(directory):
     return AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
 
 
+def check_request(config, context_limit: int, ids: list[int], max_new_tokens: int, stop=()) -> None:
+    """Raises InvalidInput for a request the model cannot decode; needs only the model's config."""
+    vocab = config.vocab_size
+    if not ids:
+        raise InvalidInput("the prompt is empty: give at least one token")
+    bad = [i for i in ids if not 0 <= i < vocab]
+    if bad:
+        raise InvalidInput(f"prompt token id {bad[0]} is outside the vocabulary [0, {vocab})")
+    if max_new_tokens < 1:
+        raise InvalidInput(f"max new tokens must be >= 1, got {max_new_tokens}")
+    if len(ids) + max_new_tokens > context_limit:
+        raise InvalidInput(f"{len(ids)} prompt + {max_new_tokens} new tokens exceed the context of "
+                           f"{context_limit} positions")
+    bad = [i for i in stop if not 0 <= i < vocab]
+    if bad:
+        raise InvalidInput(f"stop id {bad[0]} is outside the vocabulary [0, {vocab})")
+
+
 class TextStream:
     """Decodes tokens incrementally: each push returns only the text that is final so far, so a
     character split over several tokens (multi-byte UTF-8) prints once whole."""
@@ -89,6 +107,12 @@ class TextStream:
         text = self.tokenizer.decode(self.tokens, skip_special_tokens=True)
         if text.endswith("\ufffd"):  # an incomplete character: wait for its next bytes
             return ""
+        new, self.printed = text[self.printed:], len(text)
+        return new
+
+    def flush(self) -> str:
+        """The rest, once no more tokens come: bytes that never completed a character print as U+FFFD."""
+        text = self.tokenizer.decode(self.tokens, skip_special_tokens=True)
         new, self.printed = text[self.printed:], len(text)
         return new
 
@@ -152,20 +176,7 @@ class Decoder:
         return [int(i) for i in prompt]
 
     def check(self, ids: list[int], max_new_tokens: int, stop) -> None:
-        vocab = self.config.vocab_size
-        if not ids:
-            raise InvalidInput("the prompt is empty: give at least one token")
-        bad = [i for i in ids if not 0 <= i < vocab]
-        if bad:
-            raise InvalidInput(f"prompt token id {bad[0]} is outside the vocabulary [0, {vocab})")
-        if max_new_tokens < 1:
-            raise InvalidInput(f"max new tokens must be >= 1, got {max_new_tokens}")
-        if len(ids) + max_new_tokens > self.context_limit:
-            raise InvalidInput(f"{len(ids)} prompt + {max_new_tokens} new tokens exceed the context of "
-                               f"{self.context_limit} positions")
-        bad = [i for i in stop if not 0 <= i < vocab]
-        if bad:
-            raise InvalidInput(f"stop id {bad[0]} is outside the vocabulary [0, {vocab})")
+        check_request(self.config, self.context_limit, ids, max_new_tokens, stop)
 
     # ------------------------------------------------------------------ graph and engine
     def _plan(self, positions: int) -> Plan:
