@@ -16,9 +16,8 @@ one-line message, and the decoder stays usable.
 
 from __future__ import annotations
 
-import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -185,7 +184,7 @@ class Decoder:
 
             n_sm = torch.cuda.get_device_properties(0).multi_processor_count
             plan = decode_plan(self.config, positions, self.workers or n_sm)
-            return plan if self.max_steps is None else Plan(**{**plan.__dict__, "max_steps": self.max_steps})
+            return plan if self.max_steps is None else replace(plan, max_steps=self.max_steps)
         # The simulator's time goes to per-task bookkeeping, so the fewest, largest tasks: one worker,
         # one tile per stage, all heads in one merge, one attention chunk.
         return Plan(workers=self.workers or 1, stage_tiles=1, heads_per_tile=self.config.num_attention_heads,
