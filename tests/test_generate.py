@@ -82,7 +82,8 @@ def test_greedy_equals_hf_generate_over_several_launches(checkpoint, decoder):
     assert len(hf) == 100, "the model stopped at EOS early: pick another prompt for this test"
     assert ours.tokens == hf
     assert ours.launches == -(-99 // STEPS_PER_LAUNCH) and not ours.stopped
-    assert len(ours.token_seconds) == 100
+    assert len(ours.token_seconds) == len(ours.published_seconds) == 100
+    assert ours.published_seconds == sorted(ours.published_seconds)
     assert ours.text == decoder.tokenizer.decode(hf, skip_special_tokens=True)
 
 
@@ -125,6 +126,23 @@ def test_sampling_is_deterministic_per_seed_and_differs_across_seeds(decoder):
     assert draw(3, top_k=1) == decoder.generate(PROMPT, max_new_tokens=30, stop=()).tokens  # top-1 is greedy
     narrow = draw(4, top_k=3, top_p=0.5)
     assert narrow == draw(4, top_k=3, top_p=0.5) and len(narrow) == 30
+
+
+def test_sampled_tokens_are_draws_from_the_reference_logits_at_their_positions(decoder):
+    """Across launches, step s of a launch from position p draws with the counter of position p + s + 1:
+    the same tokens as sampling the reference decode's logits token by token."""
+    from fleet_decode.model import Reference
+    from fleet_decode.sampling import Sampling, sample
+
+    setting = Sampling(temperature=0.9, top_k=20, top_p=0.9, seed=11)
+    ids = decoder.encode(PROMPT)
+    ours = decoder.generate(ids, max_new_tokens=40, temperature=0.9, top_k=20, top_p=0.9, seed=11, stop=()).tokens
+    ref = Reference(decoder.model, max_positions=len(ids) + 41)
+    with torch.no_grad():
+        tokens = [sample(ref.prefill(ids), setting, position=len(ids))]
+        while len(tokens) < 40:
+            tokens.append(sample(ref.step(tokens[-1]), setting, position=len(ids) + len(tokens)))
+    assert ours == tokens
 
 
 def test_text_stream_prints_multibyte_characters_whole(decoder):
@@ -193,12 +211,14 @@ def test_tiny_prints_ids_without_a_tokenizer():
 
 
 @pytest.mark.parametrize("command", ["generate", "bench", "compare", "graph", "sim", "audit", "check-config"])
-def test_every_command_has_help_with_an_example(command):
+def test_every_command_has_help_with_an_example(command, capsys):
     from fleet_decode.__main__ import main
 
     with pytest.raises(SystemExit) as exit_:
         main([command, "--help"])
     assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("example:\n") and f"  fleet-decode {command} " in out and "usage:" in out
 
 
 @pytest.mark.gpu

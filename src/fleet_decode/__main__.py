@@ -51,6 +51,9 @@ def main(argv=None) -> int:
         print(__doc__.strip())
         return 0 if argv else 2
     command, rest = argv[0], argv[1:]
+    if "-h" in rest or "--help" in rest:
+        print("example:\n" + "\n".join(line for line in __doc__.splitlines()
+                                        if line.startswith(f"  fleet-decode {command} ")) + "\n")
     if command in COMMANDS:
         return importlib.import_module(COMMANDS[command]).main(rest) or 0
     if command == "check-config":

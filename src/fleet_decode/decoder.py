@@ -42,6 +42,7 @@ class Generation:
     launches: int  # decode launches (each at most plan.max_steps steps)
     bytes_per_token: float  # weights plus the cache rows read, at the generation's mean context
     sampling: Sampling = field(default_factory=Sampling)
+    published_seconds: list[float] = field(default_factory=list)  # per token: when the host had it, from the call
 
     @property
     def decode_seconds(self) -> list[float]:
@@ -229,6 +230,7 @@ class Decoder:
         self._engine.fill_cache(ref, n)
         del ref
         tokens, seconds = [first], [time.perf_counter() - started]
+        published_seconds = [seconds[0]]
         if on_token:
             on_token(0, first)
         launches, stopped = 0, first in stop
@@ -236,6 +238,7 @@ class Decoder:
             steps = min(max_new_tokens - len(tokens), self.graph.constants.max_steps)
 
             def published(index, token, base=len(tokens)):
+                published_seconds.append(time.perf_counter() - started)
                 if on_token:
                     on_token(base + index, token)
 
@@ -247,7 +250,8 @@ class Decoder:
             stopped = result.stopped
         text = self.tokenizer.decode(tokens, skip_special_tokens=True) if self.tokenizer is not None else None
         mean_context = n + (len(tokens) - 1) / 2
-        return Generation(ids, tokens, text, seconds, stopped, launches, self.bytes_per_token(mean_context), sampling)
+        return Generation(ids, tokens, text, seconds, stopped, launches, self.bytes_per_token(mean_context), sampling,
+                          published_seconds)
 
 
 @dataclass

@@ -100,7 +100,7 @@ def main(argv=None) -> int:
         with open(args.json, "w") as f:
             json.dump({"model": args.model, "device": args.device, "prompt_ids": result.prompt_ids,
                        "tokens": result.tokens, "text": result.text, "token_seconds": result.token_seconds,
-                       "stopped": result.stopped, "launches": result.launches,
+                       "published_seconds": result.published_seconds, "stopped": result.stopped, "launches": result.launches,
                        "bytes_per_token": result.bytes_per_token}, f, indent=1)
     return 0
 
