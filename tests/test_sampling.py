@@ -72,6 +72,12 @@ def test_draws_follow_the_softmax_of_the_allowed_tokens():
         assert torch.all((counts - expected).abs() <= 5 * (expected * (1 - probs)).sqrt() + 1), (counts, expected)
 
 
+def test_device_args_are_fd_sampling_fields():
+    assert Sampling(0.7, top_k=None, top_p=None, seed=2 ** 32 + 9).device_args() == (0.7, 0, 1.0, 9, 1)
+    assert Sampling(0.7, top_k=5, top_p=0.9, seed=3).device_args()[1:4] == (5, 0.9, 3)
+    assert not Sampling(1.0, top_p=1 - 1e-9).uses_top_p  # 1 in fp32, as on the device
+
+
 def test_greedy_and_top_1_are_the_first_maximum():
     logits = torch.tensor([0.5, 2.0, 1.9, -1.0])
     assert sample(logits, Sampling(), 0) == 1 and sample(torch.tensor([0.0, 1.0, 1.0]), Sampling(), 0) == 1
@@ -116,9 +122,9 @@ def test_device_draw_equals_the_python_draw(threads):
         device_logits = logits.cuda()
         for i, s in enumerate(settings):
             position = 1000 + 37 * trial + i
-            code = lib.fd_launch_sample(device_logits.data_ptr(), logits.numel(), s.temperature, s.top_k or 0,
-                                        1.0 if s.top_p is None else s.top_p, s.seed, position, tokens.data_ptr(), i,
-                                        threads, torch.cuda.current_stream().cuda_stream)
+            temperature, top_k, top_p, _, _ = s.device_args()
+            code = lib.fd_launch_sample(device_logits.data_ptr(), logits.numel(), temperature, top_k, top_p, s.seed,
+                                        position, tokens.data_ptr(), i, threads, torch.cuda.current_stream().cuda_stream)
             assert code == 0
             torch.cuda.synchronize()
             want = sample(logits, s, position)

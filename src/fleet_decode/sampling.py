@@ -59,6 +59,16 @@ class Sampling:
     def greedy(self) -> bool:
         return self.temperature == 0
 
+    @property
+    def uses_top_p(self) -> bool:
+        return self.top_p is not None and np.float32(self.top_p) < 1  # as the device sees it, in fp32
+
+    def device_args(self) -> tuple:
+        """The fields of hip/tasks/sampling.h's fd_sampling, in order: temperature, top_k (0: off),
+        top_p (1: off), the seed's low and high 32-bit words."""
+        return (float(self.temperature), self.top_k or 0, float(self.top_p) if self.uses_top_p else 1.0,
+                self.seed & MASK32, self.seed >> 32)
+
 
 def philox4x32(counter, key, rounds: int = PHILOX_ROUNDS) -> np.ndarray:
     """Philox4x32-R (Salmon et al., SC'11; Random123's philox4x32). counter: uint32 array [..., 4];
@@ -106,7 +116,7 @@ def allowed_threshold(logits: torch.Tensor, sampling: Sampling) -> int:
     threshold = -(2 ** 31)
     if sampling.top_k is not None:
         threshold = _largest_key(keys, threshold, top, lambda kept: int(kept.sum()) >= sampling.top_k)
-    if sampling.top_p is not None and sampling.top_p < 1:
+    if sampling.uses_top_p:
         weights = torch.exp((x - x.max()) / np.float32(sampling.temperature))
         total = float(weights[keys >= threshold].sum(dtype=torch.float32))
         target = np.float32(sampling.top_p) * np.float32(total)
