@@ -41,15 +41,13 @@ __device__ void fd_task_sample(const float* logits_row, int vocab, const float* 
   const float temperature = params.temperature;
   const int top = fd_order_key(max_x) + 1;  // no logit has this key or more
   int threshold = kLowestKey;
-  if (params.top_k > 0) {
-    const float k = static_cast<float>(params.top_k);
-    threshold = fd_largest_key(threshold, top, [&](int key) { return fd_count_from(logits_row, vocab, key) >= k; });
-  }
-  if (params.top_p < 1.f) {
+  if (params.top_k > 0)  // fewer than k logits strictly larger: at least k at or above the threshold
+    threshold = fd_largest_key(logits_row, vocab, threshold, top, static_cast<float>(params.top_k),
+                               [](float) { return 1.f; });
+  if (params.top_p < 1.f) {  // the mass strictly above below p: at least p of it at or above the threshold
     const float target = params.top_p * fd_mass_from(logits_row, vocab, threshold, max_x, temperature);
-    threshold = fd_largest_key(threshold, top, [&](int key) {
-      return fd_mass_from(logits_row, vocab, key, max_x, temperature) >= target;
-    });
+    threshold = fd_largest_key(logits_row, vocab, threshold, top, target,
+                               [&](float x) { return expf((x - max_x) / temperature); });
   }
   fd_argmax_pair best = {-INFINITY, 0x7fffffff};
   for (int i = threadIdx.x; i < vocab; i += blockDim.x) {

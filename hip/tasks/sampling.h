@@ -6,8 +6,8 @@
 //
 // (the Gumbel-max trick: an exact draw from softmax(logits / T) over the allowed tokens). The allowed
 // set is a threshold on the logits' order-preserving integer keys: top-k (fewer than k logits strictly
-// larger), then top-p within it (the mass of the strictly larger ones below p), each found by bisection
-// over the keys with block-wide counts and sums. Every reduction is a fixed tree for a given block
+// larger), then top-p within it (the mass of the strictly larger ones below p), each the largest key
+// that qualifies, found by a 16-way search over the keys with block-wide counts and sums. Every reduction is a fixed tree for a given block
 // size (no atomics), so a block of the same size always picks the same token.
 #pragma once
 #include "common.h"
@@ -50,13 +50,7 @@ __device__ __forceinline__ int fd_order_key(float x) {
   return bits < 0 ? bits ^ 0x7fffffff : bits;
 }
 
-// Logits kept by a threshold key, and their unnormalised probabilities exp((x - max) / T).
-__device__ __forceinline__ float fd_count_from(const float* x, int n, int key) {
-  float count = 0.f;  // exact: fewer than 2^24 per thread and in all
-  for (int i = threadIdx.x; i < n; i += blockDim.x) count += fd_order_key(x[i]) >= key ? 1.f : 0.f;
-  return fd_block_sum(count);
-}
-
+// The unnormalised probability mass exp((x - max) / T) of the logits whose key is >= key.
 __device__ __forceinline__ float fd_mass_from(const float* x, int n, int key, float max_x, float temperature) {
   float mass = 0.f;
   for (int i = threadIdx.x; i < n; i += blockDim.x)
@@ -64,13 +58,59 @@ __device__ __forceinline__ float fd_mass_from(const float* x, int n, int key, fl
   return fd_block_sum(mass);
 }
 
-// The largest key K in [lo, hi) with enough(K), given enough(lo) and not enough(hi); enough is
-// monotone (fewer logits kept as K grows). Every thread holds the same lo and hi throughout.
-template <class Enough>
-__device__ __forceinline__ int fd_largest_key(int lo, int hi, Enough enough) {
+// Thresholds one pass of fd_largest_key measures at once: the key range shrinks this many times per
+// pass over the logits, so 32-bit keys take 8 passes instead of a bisection's 32.
+constexpr int kSearchWays = 16;
+
+// The largest key K in [lo, hi) whose measure, the sum of term(x) over the logits x with key >= K, is
+// at least `need`, given that lo qualifies and hi does not (the measure only shrinks as K grows). Each
+// pass measures kSearchWays - 1 thresholds spread over (lo, hi) and keeps the interval from the last
+// that qualifies to the next. Counts (term 1) are exact in fp32 below 2^24; sums run in a fixed order.
+// Every thread holds the same lo and hi throughout.
+template <class Term>
+__device__ __forceinline__ int fd_largest_key(const float* x, int n, int lo, int hi, float need, Term term) {
+  __shared__ float partial[kSearchWays - 1][kMaxWarpsPerBlock];
   while (static_cast<long long>(hi) - lo > 1) {
-    const int mid = static_cast<int>(lo + (static_cast<long long>(hi) - lo) / 2);
-    if (enough(mid)) lo = mid; else hi = mid;
+    const long long span = static_cast<long long>(hi) - lo;
+    const int ways = span < kSearchWays ? static_cast<int>(span) : kSearchWays;
+    int thresholds[kSearchWays - 1];  // strictly increasing inside (lo, hi); unused past ways - 1
+    float sums[kSearchWays - 1];
+#pragma unroll
+    for (int j = 0; j < kSearchWays - 1; ++j) {
+      thresholds[j] = j + 1 < ways ? static_cast<int>(lo + span * (j + 1) / ways) : hi;
+      sums[j] = 0.f;
+    }
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+      const int key = fd_order_key(x[i]);
+      if (key < thresholds[0]) continue;  // counts toward no threshold: no term computed
+      const float t = term(x[i]);
+#pragma unroll
+      for (int j = 0; j < kSearchWays - 1; ++j)
+        if (key >= thresholds[j]) sums[j] += t;
+    }
+    __syncthreads();  // partial[] may still be read by the previous pass
+#pragma unroll
+    for (int j = 0; j < kSearchWays - 1; ++j) {
+      const float s = fd_warp_sum(sums[j]);
+      if (fd_lane() == 0) partial[j][fd_warp()] = s;
+    }
+    __syncthreads();
+    // The measure shrinks along the thresholds: the new interval is from the last one with enough
+    // to the first without (constant indices only, so the arrays stay in registers).
+    int next_lo = lo, next_hi = hi;
+#pragma unroll
+    for (int j = kSearchWays - 2; j >= 0; --j) {
+      if (j + 1 >= ways) continue;
+      float total = 0.f;
+      for (int w = 0; w < fd_num_warps(); ++w) total += partial[j][w];
+      if (total >= need) {
+        next_lo = thresholds[j];
+        break;
+      }
+      next_hi = thresholds[j];
+    }
+    lo = next_lo;
+    hi = next_hi;
   }
   return lo;
 }

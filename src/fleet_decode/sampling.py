@@ -10,9 +10,9 @@ The token at `position` (the position it will take in the sequence) is
 where u is a uniform in (0, 1) from Philox4x32-10 keyed by the seed with the counter (i, position,
 0, 0). That is an exact draw from softmax(logits / T) over the allowed tokens, and it depends only
 on (seed, position, logits): the same on every run, every launch split and every device. The
-allowed tokens are the top-k and then the top-p of the rest, each as a threshold on the logits
-found by bisection over their order-preserving integer keys (no sort), the same way
-hip/tasks/sampling.h does on the device:
+allowed tokens are the top-k and then the top-p of the rest, each as a threshold on the logits: the
+largest of their order-preserving integer keys that still keeps enough, found without a sort (here by
+bisection, on the device by a 16-way search per pass, hip/tasks/sampling.h; the same key):
 
   top-k: logits[i] is allowed if fewer than k logits are strictly larger;
   top-p: ... if the probability mass (within the top-k) of the strictly larger logits is below p.
