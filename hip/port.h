@@ -130,38 +130,103 @@ __device__ __forceinline__ fd_vec16 fd_load_stream16(const void* p) {
   return v;
 }
 
-// L2 prefetch hints (the runtime's wait loop: weights stream in while a dependency is pending).
-// Hints only: they load nothing into registers and never change a result. On NVIDIA, L2 is the
-// point of coherence, so a line prefetched before another block writes it is never read stale.
-// fd_prefetch_l2 fetches the 128-byte line holding p (p must lie inside an allocation);
-// fd_prefetch_l2_bulk asks the TMA unit (sm_90) for `bytes` bytes from p in one instruction
-// (p 16-byte aligned, bytes a multiple of 16). HIP has no L2-only prefetch: both are no-ops there.
-constexpr int kPrefetchLine = 128;
-
-__device__ __forceinline__ void fd_prefetch_l2(const void* p) {
-#if FD_CUDA
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+// Weights staged in shared memory before a task's inputs are ready (the runtime's staging of a
+// task's weight tile). fd_load_shared16 reads 16 bytes of shared memory through a generic pointer.
+// On sm_90 the tile arrives by bulk copies (TMA) that complete on an mbarrier, issued by one thread
+// while the block still waits for the task's inputs; fd_has_bulk_stage() says whether that exists.
+// Elsewhere the block copies the tile with plain loads (fd_stage_copy) before the wait.
+__device__ __forceinline__ fd_vec16 fd_load_shared16(const void* p) {
+#if FD_CUDA && defined(__CUDA_ARCH__)
+  fd_vec16 v;
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));
+  return v;
 #else
-  (void)p;
+  return *static_cast<const fd_vec16*>(p);
 #endif
 }
 
-__device__ __forceinline__ void fd_prefetch_l2_bulk(const void* p, uint32_t bytes) {
-#if FD_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-#else
-  (void)p;
-  (void)bytes;
-#endif
-}
-
-// True where fd_prefetch_l2_bulk does something (sm_90 and later); elsewhere callers use lines.
-__device__ __forceinline__ bool fd_has_bulk_prefetch() {
+__device__ __forceinline__ bool fd_has_bulk_stage() {
 #if FD_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   return true;
 #else
   return false;
 #endif
+}
+
+// One thread initialises the mbarrier (arrival count 1); a block barrier must follow.
+__device__ __forceinline__ void fd_stage_barrier_init(uint64_t* bar) {
+#if FD_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(bar));
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(a) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#else
+  (void)bar;
+#endif
+}
+
+// One thread: bytes (a multiple of 16, both pointers 16-byte aligned) from global src to shared dst,
+// in bulk copies that complete the barrier's current phase once all have landed. Earlier generic
+// reads of dst by the block must be ordered before it by a block barrier.
+__device__ __forceinline__ void fd_stage_issue(uint64_t* bar, void* dst, const void* src, uint32_t bytes) {
+#if FD_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr uint32_t kPiece = 32 * 1024;
+  const uint32_t b = static_cast<uint32_t>(__cvta_generic_to_shared(bar));
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(bytes) : "memory");
+  for (uint32_t off = 0; off < bytes; off += kPiece) {
+    const uint32_t n = bytes - off < kPiece ? bytes - off : kPiece;
+    const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(static_cast<char*>(dst) + off));
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(d),
+        "l"(static_cast<const char*>(src) + off), "r"(n), "r"(b)
+        : "memory");
+  }
+#else
+  (void)bar, (void)dst, (void)src, (void)bytes;
+#endif
+}
+
+// Every thread waits until the barrier's phase `parity` has completed (the staged bytes landed).
+__device__ __forceinline__ void fd_stage_wait(uint64_t* bar, uint32_t parity) {
+#if FD_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const uint32_t b = static_cast<uint32_t>(__cvta_generic_to_shared(bar));
+  uint32_t done = 0;
+  while (!done) {
+    asm volatile(
+        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+        : "=r"(done)
+        : "r"(b), "r"(parity)
+        : "memory");
+  }
+#else
+  (void)bar, (void)parity;
+#endif
+}
+
+// Whether the barrier's phase `parity` has completed, without waiting (the trace's "resident" word).
+__device__ __forceinline__ bool fd_stage_test(uint64_t* bar, uint32_t parity) {
+#if FD_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const uint32_t b = static_cast<uint32_t>(__cvta_generic_to_shared(bar));
+  uint32_t done;
+  asm volatile(
+      "{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+      : "=r"(done)
+      : "r"(b), "r"(parity)
+      : "memory");
+  return done != 0;
+#else
+  (void)bar, (void)parity;
+  return true;
+#endif
+}
+
+// The fallback: the whole block copies bytes (a multiple of 16) with 16-byte loads, then a barrier.
+__device__ __forceinline__ void fd_stage_copy(void* dst, const void* src, uint32_t bytes) {
+  fd_vec16* d = static_cast<fd_vec16*>(dst);
+  for (uint32_t i = threadIdx.x; i < bytes / 16; i += blockDim.x)
+    d[i] = fd_load_stream16(static_cast<const char*>(src) + 16 * static_cast<size_t>(i));
+  __syncthreads();
 }
 
 // Activations (written earlier by another task, re-read by many blocks): a plain cached load.
@@ -225,10 +290,6 @@ __device__ __forceinline__ void fd_signal_add_release(int* p, int v) {
   (void)__hip_atomic_fetch_add(p, v, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_AGENT);
 #endif
 }
-
-// Makes this thread's earlier writes visible device-wide before a later relaxed signal, and
-// orders its later reads after an earlier acquire, for the whole block once a barrier follows.
-__device__ __forceinline__ void fd_fence_device() { __threadfence(); }
 
 // fp32 accumulation into device memory (the task graph's adding kinds). Relaxed: the adding
 // task's release signal publishes the sums. The order of the additions, and so the last bits of

@@ -13,7 +13,7 @@ does. Tolerances:
   bf16 implementations that each sit ~2.4 % from exact arithmetic. STEP_REL_TOL keeps the megakernel
   no farther from the Reference than that; layers 0-3, before amplification, get EARLY_REL_TOL.
 The numbers against HF eager are the pipeline's M3/M4 gates, measured by
-`python -m fleet_decode.kernels.megakernel` (docs/megakernel.md), not asserted here.
+`python -m fleet_decode.kernels.lab` (docs/megakernel.md), not asserted here.
 """
 import time
 
@@ -21,8 +21,7 @@ import pytest
 import torch
 
 from fleet_decode.graph import build_graph
-from fleet_decode.kernels.megakernel import (PREFETCH_BITS, SYNC_MODES, Megakernel, Tuning, WatchdogTimeout,
-                                             prefetch_mode)
+from fleet_decode.kernels.runtime import Megakernel, Tuning, WatchdogTimeout
 from fleet_decode.model import Reference, load_model, prompt_ids
 from fleet_decode.model.reference import Route
 
@@ -130,23 +129,42 @@ def test_decode_is_deterministic(prompt, megakernel):
         assert torch.equal(a, b)
 
 
-@pytest.mark.parametrize("bulk", [False, True])
-@pytest.mark.parametrize("sync", sorted(SYNC_MODES))
-def test_prefetch_polling_and_sync_mode_change_no_bit_of_the_output(prompt, megakernel, bulk, sync):
-    # Prefetches are hints, polling only changes when a wait notices its counter, and the sync modes
-    # order the same reads and writes: same graph, so the same additions in the same order, so
-    # bit-identical logits (against the fenced runtime without prefetch, the first one written).
-    megakernel.tuning = Tuning(prefetch=0, sync="fenced")
-    plain = megakernel.decode(prompt, 4)
-    names = [n for n in PREFETCH_BITS if bulk or n != "bulk"]
-    megakernel.tuning = Tuning(prefetch=prefetch_mode(*names), prefetch_kib=256, poll_every=32, sync=sync)
+@pytest.mark.parametrize("stage_kib", [0, 64])
+def test_staged_weights_change_no_bit_of_the_output(prompt, megakernel, stage_kib):
+    # The staged copy holds the same bytes and the tasks add in the same order: same graph, so
+    # bit-identical logits whether a tile is read from shared memory, from global memory, or a mix
+    # (64 KiB stages the o_proj, q-absorb and router tiles but not the 128 KiB ones).
+    assert (megakernel.stage_table[:, 0] >= 0).any()
+    staged = megakernel.decode(prompt, 4)
+    megakernel.tuning = Tuning(stage=stage_kib > 0, stage_kib=stage_kib)
     try:
-        tuned = megakernel.decode(prompt, 4)
+        other = megakernel.decode(prompt, 4)
     finally:
         megakernel.tuning = Tuning()
-    assert tuned.tokens == plain.tokens
-    for a, b in zip(tuned.logits, plain.logits):
+    assert other.tokens == staged.tokens
+    for a, b in zip(other.logits, staged.logits):
         assert torch.equal(a, b)
+
+
+def test_a_stop_id_ends_the_launch_after_its_step_and_tokens_stream_while_it_runs(prompt, megakernel):
+    full = megakernel.decode(prompt, 8)
+    stop = full.tokens[3]
+    first_at = full.tokens.index(stop)
+    seen = []
+    megakernel.prefill(prompt)
+    stopped = megakernel.generate(N_PROMPT, 8, stop_ids=[stop], on_token=lambda i, t: seen.append((i, t)))
+    assert stopped.stopped and stopped.tokens == full.tokens[:first_at + 1]
+    assert seen == list(enumerate(stopped.tokens))
+    # the step after the stop never ran: its argmax never stamped its end (stamps are zeroed per launch)
+    assert first_at + 1 >= 8 or int(megakernel.step_ticks[first_at + 2]) == 0
+
+
+def test_a_second_launch_continues_the_first_seamlessly(prompt, megakernel):
+    whole = megakernel.decode(prompt, 8)
+    megakernel.prefill(prompt)
+    head = megakernel.generate(N_PROMPT, 5)
+    tail = megakernel.generate(N_PROMPT + 5, 3, start_token=head.tokens[-1])
+    assert head.tokens + tail.tokens == whole.tokens
 
 
 def test_watchdog_stops_a_graph_that_cannot_finish_and_the_next_launch_works(model, prompt, megakernel):

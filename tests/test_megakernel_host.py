@@ -1,14 +1,22 @@
 """CPU checks of the megakernel's host side: the add-order table that makes the residual sums
 deterministic, the decode plan's cache and chunks, the refusals of graphs the compiled runtime
-cannot run, and the sweep's refusal of unknown variants."""
+cannot run, the launch arguments' struct against the runtime's, and the sweep's refusal of unknown
+variants."""
+import ctypes
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
-from fleet_decode.graph import Plan, build_graph
-from fleet_decode.graph.format import ACCUMULATES, Kind
-from fleet_decode.kernels import check, megakernel
-from fleet_decode.kernels.megakernel import MAX_ATTN_CHUNK, MegakernelError, _check_graph, add_order, decode_plan
+from fleet_decode.graph import Plan, build_graph, decode_plan
+from fleet_decode.graph.format import ACCUMULATES, KERNEL_LIMITS, Kind
+from fleet_decode.kernels import check, lab, runtime
+from fleet_decode.kernels.runtime import LaunchArgs, MegakernelError, _check_graph, add_order
+
+MAX_ATTN_CHUNK = KERNEL_LIMITS["MAX_ATTN_CHUNK"]
+RUNTIME = Path(__file__).resolve().parents[1] / "hip" / "runtime" / "megakernel.cu"
 from fleet_decode.model import get_config
 
 
@@ -79,7 +87,7 @@ def test_m1_results_reach_the_pipeline_as_numbers(monkeypatch):
                       "us": 1.5, "bytes": 4096, "gbps": 2.7, "written": True, "note": "exact copy"}}
     monkeypatch.setattr(check, "check_all", lambda seed, device: fake)
     model = torch.nn.Linear(1, 1)
-    out = megakernel.check_task_kinds(model, seed=3)
+    out = runtime.check_task_kinds(model, seed=3)
     assert set(out) == {"embed"} and "kind" not in out["embed"] and "note" not in out["embed"]
     assert out["embed"]["shape"] == "2048"
     assert all(isinstance(float(v), float) for k, v in out["embed"].items() if k != "shape")
@@ -87,8 +95,24 @@ def test_m1_results_reach_the_pipeline_as_numbers(monkeypatch):
 
 def test_the_sweep_names_an_unknown_variant_and_the_known_ones(capsys):
     with pytest.raises(SystemExit) as stop:  # refused before any model is loaded or GPU touched
-        megakernel.main(["--sweep", "--variants", "attn_chunk=16,no such variant"])
+        lab.main(["--sweep", "--variants", "attn_chunk=32,no such variant"])
     assert stop.value.code == 2
     error = capsys.readouterr().err
     assert "unknown variants ['no such variant']" in error
-    assert all(name in error for name in megakernel.speed_variants(1024, 32))
+    assert all(name in error for name in lab.speed_variants(1024, 32))
+
+
+_CTYPES = {"const int*": ctypes.c_void_p, "void* const*": ctypes.c_void_p, "const void* const*": ctypes.c_void_p,
+           "int*": ctypes.c_void_p, "float*": ctypes.c_void_p, "unsigned long long*": ctypes.c_void_p,
+           "const long long*": ctypes.c_void_p, "double": ctypes.c_double, "int": ctypes.c_int}
+
+
+def test_the_launch_struct_mirrors_the_runtime_field_by_field():
+    """The C struct is parsed from the source, so a field added, moved or retyped on one side only fails here
+    (the library's fd_megakernel_args_bytes() catches a stale binary on the GPU host)."""
+    source = RUNTIME.read_text()
+    body = re.search(r"struct fd_launch_args \{(.*?)\n\};", source, re.S).group(1)
+    fields = re.findall(r"^\s*((?:const )?[a-z ]+?\**(?: const\*)?)\s*(\w+);", body, re.M)
+    assert [name for _, name in fields] == [name for name, _ in LaunchArgs._fields_]
+    for (ctype, name), (_, mirrored) in zip(fields, LaunchArgs._fields_):
+        assert _CTYPES[ctype.strip()] is mirrored, name

@@ -17,6 +17,18 @@
 #define FD_BUFFER_WORDS 4
 #define FD_WEIGHT_WORDS 5
 
+/* What the device code is compiled for (FD_COMPILED_*) and its fixed limits. */
+#define FD_COMPILED_N_HEADS 16
+#define FD_COMPILED_KV_RANK 512
+#define FD_COMPILED_QK_ROPE 64
+#define FD_COMPILED_QK_NOPE 128
+#define FD_COMPILED_V_HEAD 128
+#define FD_MAX_ATTN_CHUNK 64
+#define FD_MAX_MERGE_CHUNKS 1024
+#define FD_RUNTIME_THREADS 256
+#define FD_TASK_THREADS 256
+#define FD_GEMV_ROWS_PER_PASS 2
+
 enum fd_kind {
     FD_KIND_EMBED = 1,
     FD_KIND_RMSNORM_GEMV = 2,

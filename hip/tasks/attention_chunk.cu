@@ -10,7 +10,7 @@
 // HF (eager) rounds scores and probabilities to bf16; we keep fp32 throughout.
 #include "common.h"
 
-constexpr int kMaxChunk = 64;  // positions per chunk: the score buffer's size
+constexpr int kMaxChunk = FD_MAX_ATTN_CHUNK;  // positions per chunk: the score buffer's size
 
 __host__ __device__ constexpr int fd_attention_chunk_smem_bytes() {
   return (kHeads * kLatent + kHeads * kRope + kHeads * kMaxChunk) * 4;

@@ -7,7 +7,7 @@
 // memory and W_UV turns it into the tile's heads of attn_out (W_UV read once per layer).
 #include "common.h"
 
-constexpr int kMaxChunks = 1024;
+constexpr int kMaxChunks = FD_MAX_MERGE_CHUNKS;
 // The weighted sum splits the chunks over kMergeSlices groups of threads (one float4 of columns
 // per thread), so every thread's loads are independent and all in flight at once; the groups'
 // sums meet in shared memory in a fixed order.
@@ -63,13 +63,13 @@ __device__ void fd_task_attention_merge(const float* part_m, const float* part_l
   }
 }
 
-template <class Act>
+template <class Act, class WL = fd_global_weights>
 __device__ void fd_task_attention_merge_uv(const float* part_m, const float* part_l, int ml_stride,
                                            const float* part_o, int n_chunks, const fd_bf16* kv_b, int head_begin,
                                            int head_end, Act* attn_out, void* smem) {
   float* lat_s = static_cast<float*>(smem) + kMaxChunks + kMergeMaxSlices * kLatent;  // out_lat of the tile's heads
   fd_task_attention_merge(part_m, part_l, ml_stride, part_o, n_chunks, head_begin, head_end, lat_s, smem);
-  fd_wuv_rows(lat_s, head_begin, kv_b, head_begin * kVHead, head_end * kVHead, attn_out);
+  fd_wuv_rows<Act, WL>(lat_s, head_begin, kv_b, head_begin * kVHead, head_end * kVHead, attn_out);
 }
 
 #ifndef FD_NO_STANDALONE

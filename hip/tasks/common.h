@@ -7,21 +7,22 @@
 // of at least the size the task's *_smem_bytes() function returns.
 #pragma once
 #include "../port.h"
+#include "../runtime/graph_format.h"  // the compiled dimensions and limits, generated from Python
 
 // DeepSeek-V2 MLA dimensions (config.json of DeepSeek-Coder-V2-Lite). Compile-time because
 // per-head register arrays are sized from them; the launchers reject other configs.
-constexpr int kHeads = 16;
-constexpr int kLatent = 512;    // kv_lora_rank
-constexpr int kRope = 64;       // qk_rope_head_dim
-constexpr int kNope = 128;      // qk_nope_head_dim
-constexpr int kVHead = 128;     // v_head_dim
+constexpr int kHeads = FD_COMPILED_N_HEADS;
+constexpr int kLatent = FD_COMPILED_KV_RANK;  // kv_lora_rank
+constexpr int kRope = FD_COMPILED_QK_ROPE;    // qk_rope_head_dim
+constexpr int kNope = FD_COMPILED_QK_NOPE;    // qk_nope_head_dim
+constexpr int kVHead = FD_COMPILED_V_HEAD;    // v_head_dim
 constexpr int kQHead = kNope + kRope;  // 192 rows of q_proj per head
 constexpr int kKvbHead = kNope + kVHead;  // 256 rows of kv_b_proj per head: W_UK then W_UV
 constexpr int kVecElems = 8;    // bf16 elements in one 16-byte load
 
 // Block size of every standalone wrapper. The persistent runtime may use another multiple of
 // kWarpSize; the tasks only read blockDim.x.
-constexpr int kTaskThreads = 256;
+constexpr int kTaskThreads = FD_TASK_THREADS;
 // Loads in flight per lane per row in the streaming dot: 256 bytes of weights per lane-row
 // pass whatever the warp width, so a 2048-wide row is one pass on 32 and on 64 lanes.
 constexpr int kStreamUnroll = 256 / kWarpSize > 0 ? 256 / kWarpSize : 1;
@@ -147,11 +148,22 @@ __device__ __forceinline__ void fd_rope_q_heads(const Act* q, int head_begin, in
   }
 }
 
+// Where a task's weights are read from: global memory (streamed once, fd_load_stream16), or the
+// copy the runtime staged in shared memory before the task's inputs were ready (fd_load_shared16).
+// Each task that can be staged is a template on this policy, WL; the staged pointer is offset so
+// that the task's own row arithmetic lands in the staged copy.
+struct fd_global_weights {
+  static __device__ __forceinline__ fd_vec16 load(const void* p) { return fd_load_stream16(p); }
+};
+struct fd_staged_weights {
+  static __device__ __forceinline__ fd_vec16 load(const void* p) { return fd_load_shared16(p); }
+};
+
 // NR dot products rows[r] . xs[r] of bf16 weight rows with activation vectors (bf16 or fp32),
 // length n (a multiple of 8), computed by ONE warp: every lane streams 16-byte pieces of the
 // rows, kStreamUnroll pieces per row in flight before the first is used; fp32 accumulation.
 // Returns the full sums in every lane.
-template <int NR, class XT>
+template <int NR, class XT, class WL = fd_global_weights>
 __device__ __forceinline__ void fd_warp_rows_dot(const fd_bf16* const (&rows)[NR], const XT* const (&xs)[NR], int n,
                                                  float (&out)[NR]) {
   const int n_vec = n / kVecElems;
@@ -165,7 +177,7 @@ __device__ __forceinline__ void fd_warp_rows_dot(const fd_bf16* const (&rows)[NR
       const int v = base + u * kWarpSize;
 #pragma unroll
       for (int r = 0; r < NR; ++r)
-        w[r][u] = v < n_vec ? fd_load_stream16(rows[r] + static_cast<size_t>(v) * kVecElems) : fd_vec16{0, 0, 0, 0};
+        w[r][u] = v < n_vec ? WL::load(rows[r] + static_cast<size_t>(v) * kVecElems) : fd_vec16{0, 0, 0, 0};
     }
 #pragma unroll
     for (int u = 0; u < kStreamUnroll; ++u) {
@@ -186,9 +198,9 @@ __device__ __forceinline__ void fd_warp_rows_dot(const fd_bf16* const (&rows)[NR
 
 // Rows [row_begin, row_end) of W (row-major, n columns) times one vector xs, kGemvRowsPerPass
 // rows per warp pass so that more loads are in flight; emit(row, dot) runs in every lane.
-constexpr int kGemvRowsPerPass = 2;
+constexpr int kGemvRowsPerPass = FD_GEMV_ROWS_PER_PASS;
 
-template <class XT, class Emit>
+template <class WL = fd_global_weights, class XT, class Emit>
 __device__ __forceinline__ void fd_gemv_rows(const fd_bf16* W, int n, const XT* xs, int row_begin, int row_end,
                                              Emit emit) {
   for (int r = row_begin + kGemvRowsPerPass * fd_warp(); r < row_end; r += kGemvRowsPerPass * fd_num_warps()) {
@@ -200,7 +212,7 @@ __device__ __forceinline__ void fd_gemv_rows(const fd_bf16* W, int n, const XT* 
       x[k] = xs;
     }
     float dots[kGemvRowsPerPass];
-    fd_warp_rows_dot<kGemvRowsPerPass>(rows, x, n, dots);
+    fd_warp_rows_dot<kGemvRowsPerPass, XT, WL>(rows, x, n, dots);
 #pragma unroll
     for (int k = 0; k < kGemvRowsPerPass; ++k)
       if (r + k < row_end) emit(r + k, dots[k]);
@@ -214,7 +226,7 @@ __device__ __forceinline__ void fd_gemv_rows(const fd_bf16* W, int n, const XT* 
 // 16-byte loads per lane, so eight rows keep sixteen loads in flight); row_begin a multiple of 8.
 constexpr int kWuvRowsPerPass = 8;
 
-template <class Act>
+template <class Act, class WL = fd_global_weights>
 __device__ __forceinline__ void fd_wuv_rows(const float* lat_s, int head_first, const fd_bf16* kv_b, int row_begin,
                                             int row_end, Act* attn_out) {
   for (int r = row_begin + kWuvRowsPerPass * fd_warp(); r < row_end; r += kWuvRowsPerPass * fd_num_warps()) {
@@ -227,7 +239,7 @@ __device__ __forceinline__ void fd_wuv_rows(const float* lat_s, int head_first, 
       xs[k] = lat_s + (h - head_first) * kLatent;
     }
     float dots[kWuvRowsPerPass];
-    fd_warp_rows_dot<kWuvRowsPerPass>(rows, xs, kLatent, dots);
+    fd_warp_rows_dot<kWuvRowsPerPass, float, WL>(rows, xs, kLatent, dots);
 #pragma unroll
     for (int k = 0; k < kWuvRowsPerPass; ++k)
       if (fd_lane() == 0 && r + k < row_end) attn_out[r + k] = fd_store_as<Act>(dots[k]);

@@ -13,7 +13,7 @@ __host__ __device__ constexpr int fd_q_absorb_smem_bytes(int threads) { return t
 
 // One column block of one head: out[c] = sum_d q_nope[d] * w[d * row_stride + c] for c < n_cols,
 // w pointing at the block's first column of row 0 (kNope rows).
-template <class Act>
+template <class Act, class WL = fd_global_weights>
 __device__ void fd_absorb_block(const Act* q_nope, const fd_bf16* w, int row_stride, int n_cols, float* out,
                                 void* smem) {
   float* partial = static_cast<float*>(smem);  // [slices][n_col_vec][8]
@@ -26,7 +26,7 @@ __device__ void fd_absorb_block(const Act* q_nope, const fd_bf16* w, int row_str
 #pragma unroll 16
     for (int d = slice; d < kNope; d += slices) {
       float wv[8];
-      fd_unpack8(fd_load_stream16(w_cv + static_cast<size_t>(d) * row_stride), wv);
+      fd_unpack8(WL::load(w_cv + static_cast<size_t>(d) * row_stride), wv);
       const float qd = fd_to_float(q_nope[d]);
 #pragma unroll
       for (int j = 0; j < 8; ++j) acc[j] = fmaf(qd, wv[j], acc[j]);
@@ -55,7 +55,7 @@ __device__ void fd_task_q_absorb(const Act* q, const fd_bf16* kv_b, int head_beg
 // from w_uk_parts (fleet_decode.graph.derived: [kHeads * parts * kNope, kLatent / parts], block u's
 // kNope rows contiguous, so a unit streams one 32 KB range at parts = 4). The unit with p = 0 also
 // writes the head's q_pe, rotated at position pos.
-template <class Act>
+template <class Act, class WL = fd_global_weights>
 __device__ void fd_task_rope_q_absorb(const Act* q, const fd_bf16* w_uk_parts, int parts, const float* cos_table,
                                       const float* sin_table, int pos, int unit_begin, int unit_end, float* q_lat,
                                       Act* q_pe_out, void* smem) {
@@ -63,7 +63,7 @@ __device__ void fd_task_rope_q_absorb(const Act* q, const fd_bf16* w_uk_parts, i
   for (int u = unit_begin; u < unit_end; ++u) {
     const int h = u / parts, p = u % parts;
     if (p == 0) fd_rope_q_heads(q, h, h + 1, cos_table, sin_table, pos, q_pe_out);
-    fd_absorb_block(q + h * kQHead, w_uk_parts + static_cast<size_t>(u) * kNope * cols, cols, cols,
+    fd_absorb_block<Act, WL>(q + h * kQHead, w_uk_parts + static_cast<size_t>(u) * kNope * cols, cols, cols,
                     q_lat + h * kLatent + p * cols, smem);
   }
 }

@@ -10,13 +10,13 @@
 template <class Act>
 __host__ __device__ constexpr int fd_rmsnorm_gemv_smem_bytes(int n_in) { return n_in * sizeof(Act); }
 
-template <class Act>
+template <class Act, class WL = fd_global_weights>
 __device__ void fd_task_rmsnorm_gemv(const Act* x, const fd_bf16* norm_weight, float eps, const fd_bf16* W, int n_in,
                                      int row_begin, int row_end, const Act* residual, Act* out, Act* out2,
                                      void* smem) {
   Act* xs = static_cast<Act*>(smem);
   fd_rmsnorm(x, norm_weight, eps, n_in, xs);
-  fd_gemv_rows(W, n_in, xs, row_begin, row_end, [&](int r, float dot) {
+  fd_gemv_rows<WL>(W, n_in, xs, row_begin, row_end, [&](int r, float dot) {
     if (fd_lane() != 0) return;
     float y = fd_as_stored<Act>(dot);
     if (residual != nullptr) y += fd_to_float(residual[r]);

@@ -16,7 +16,7 @@ template <class Act>
 __host__ __device__ constexpr int fd_router_smem_bytes(int hidden) { return hidden * sizeof(Act) + 3 * kMaxExperts * 4; }
 
 // The task graph's ROUTER: logits[e] = W_router[e] . RMSNorm(x) for experts [e_begin, e_end).
-template <class Act>
+template <class Act, class WL = fd_global_weights>
 __device__ void fd_task_router_logits(const Act* x, const fd_bf16* norm_weight, float eps, const float* w_router,
                                       int hidden, int e_begin, int e_end, float* logits, void* smem) {
   Act* xs = static_cast<Act*>(smem);
@@ -31,7 +31,7 @@ __device__ void fd_task_router_logits(const Act* x, const fd_bf16* norm_weight, 
 #pragma unroll
       for (int u = 0; u < 2 * kStreamUnroll; ++u) {
         const int v = base + u * kWarpSize;
-        w[u] = v < n_vec4 ? fd_load_stream16(row + 4 * v) : fd_vec16{0, 0, 0, 0};
+        w[u] = v < n_vec4 ? WL::load(row + 4 * v) : fd_vec16{0, 0, 0, 0};
       }
 #pragma unroll
       for (int u = 0; u < 2 * kStreamUnroll; ++u) {

@@ -3,6 +3,6 @@
 from fleet_decode.graph.build import build_graph
 from fleet_decode.graph.format import Kind
 from fleet_decode.graph.graph import EncodedGraph, Graph, GraphFormatError, decode_graph
-from fleet_decode.graph.plan import Plan, default_plan
+from fleet_decode.graph.plan import Plan, decode_plan, default_plan
 
-__all__ = ["build_graph", "Kind", "EncodedGraph", "Graph", "GraphFormatError", "decode_graph", "Plan", "default_plan"]
+__all__ = ["build_graph", "Kind", "EncodedGraph", "Graph", "GraphFormatError", "decode_graph", "Plan", "decode_plan", "default_plan"]

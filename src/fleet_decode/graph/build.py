@@ -149,39 +149,63 @@ def _mlp(b: _Builder, layer, h_attn, ev_o, h_out, ev_out):
 
     E, K, inter = cfg.n_routed_experts, cfg.num_experts_per_tok, cfg.moe_intermediate_size
     shared = inter * cfg.n_shared_experts
-    router = b.weight(p + "mlp.gate.weight", (E, d), DType.F32)  # HF keeps the router in fp32
+    router_w = b.weight(p + "mlp.gate.weight", (E, d), DType.F32)  # HF keeps the router in fp32
     gate_up = b.weight(p + "mlp.experts.gate_up_proj", (E, 2 * inter, d))
     down = b.weight(p + "mlp.experts.down_proj", (E, d, inter))
     sh_gate = b.weight(p + "mlp.shared_experts.gate_proj.weight", (shared, d))
     sh_up = b.weight(p + "mlp.shared_experts.up_proj.weight", (shared, d))
     sh_down = b.weight(p + "mlp.shared_experts.down_proj.weight", (d, shared))
 
-    # The router's 512 KB (fp32) cut into expert tiles over several workers, then one small task
-    # picks the top k from the logits: one more round trip, but no single worker streams it all.
-    logits = b.buffer(L + "router_logits", E)
-    ev_logits = b.event(L + "router", layer)
-    b.gemv_tiles(Kind.ROUTER, L + "router", E, E, ev_logits, [(ev_o, 0)], (h_attn, logits), (post_norm, router), layer)
-    route_idx, route_w = b.buffer(L + "route_idx", K, 1, DType.I32), b.buffer(L + "route_w", K)
-    ev_route = b.event(L + "route_topk", layer)
-    b.task(Kind.ROUTE_TOPK, L + "route_topk", ev_route, [(ev_logits, 0)], (logits, route_idx, route_w), layer=layer)
     routing_tasks = len(tiles(E, b.plan.tile_rows(E))) + 1
-    # The gate/up stage (shared experts and every slot) is cut over the workers the routing leaves
-    # free, so that each worker gets at most one of its tiles; all gate/up tiles come before any
-    # down tile in the task order, so list scheduling hands them the free workers first.
-    gate_up_stage, down_stage = shared + K * inter, d * (K + 1)
-    # Shared experts first in the graph: they only need h_attn, so they stream while routing is decided.
+    down_stage = d * (K + 1)  # every down tile of one row range adds into h_out with the others: same tiles
     sh_act = b.buffer(L + "shared_act", shared)
     ev_sh = b.event(L + "shared_gate_up", layer)
-    b.gemv_tiles(Kind.GATE_UP, L + "shared_gate_up", shared, gate_up_stage, ev_sh, [(ev_o, 0)], (h_attn, sh_act),
-                 (post_norm, sh_gate, sh_up), layer, reserved=routing_tasks)
-    b.gemv_tiles(Kind.DOWN_ACCUM, L + "shared_down", d, down_stage, ev_out, [(ev_sh, 0)], (sh_act, h_out), (sh_down,),
-                 layer)
-    acts, ev_gus = [], []
-    for k in range(K):
-        acts.append(b.buffer(f"{L}expert_act.{k}", inter))
-        ev_gus.append(b.event(f"{L}expert_gate_up.{k}", layer))
-        b.gemv_tiles(Kind.EXPERT_GATE_UP, f"{L}expert_gate_up.{k}", inter, gate_up_stage, ev_gus[k], [(ev_route, 0)],
-                     (h_attn, route_idx, acts[k]), (post_norm, gate_up), layer, slot=k, reserved=routing_tasks)
+    acts = [b.buffer(f"{L}expert_act.{k}", inter) for k in range(K)]
+    ev_gus = [b.event(f"{L}expert_gate_up.{k}", layer) for k in range(K)]
+
+    def shared_gate_up(stage_rows):
+        b.gemv_tiles(Kind.GATE_UP, L + "shared_gate_up", shared, stage_rows, ev_sh, [(ev_o, 0)], (h_attn, sh_act),
+                     (post_norm, sh_gate, sh_up), layer, reserved=routing_tasks)
+
+    def shared_down():
+        b.gemv_tiles(Kind.DOWN_ACCUM, L + "shared_down", d, down_stage, ev_out, [(ev_sh, 0)], (sh_act, h_out),
+                     (sh_down,), layer)
+
+    def routed_gate_up(stage_rows, reserved):
+        for k in range(K):
+            b.gemv_tiles(Kind.EXPERT_GATE_UP, f"{L}expert_gate_up.{k}", inter, stage_rows, ev_gus[k],
+                         [(ev_route, 0)], (h_attn, route_idx, acts[k]), (post_norm, gate_up), layer, slot=k,
+                         reserved=reserved)
+
+    def router():
+        # The router's 512 KB (fp32) cut into expert tiles over several workers, then one small task
+        # picks the top k from the logits: one more round trip, but no single worker streams it all.
+        b.gemv_tiles(Kind.ROUTER, L + "router", E, E, ev_logits, [(ev_o, 0)], (h_attn, logits), (post_norm, router_w),
+                     layer)
+        b.task(Kind.ROUTE_TOPK, L + "route_topk", ev_route, [(ev_logits, 0)], (logits, route_idx, route_w), layer=layer)
+
+    logits = b.buffer(L + "router_logits", E)
+    ev_logits = b.event(L + "router", layer)
+    route_idx, route_w = b.buffer(L + "route_idx", K, 1, DType.I32), b.buffer(L + "route_w", K)
+    ev_route = b.event(L + "route_topk", layer)
+    if b.plan.moe_tiles == "routing-free":
+        # One gate/up stage (shared experts and every slot) cut over the workers the routing leaves
+        # free, so that each worker gets at most one of its tiles; shared experts first in the graph
+        # (they only need h_attn, so they stream while routing is decided) and every gate/up tile
+        # before any down tile, so list scheduling hands them the free workers first.
+        router()
+        gate_up_stage = shared + K * inter
+        shared_gate_up(gate_up_stage)
+        shared_down()
+        routed_gate_up(gate_up_stage, routing_tasks)
+    else:
+        # The shared experts' gate/up alone over the free workers: short tiles that are done about
+        # when the routing is, so the routed gate/up then has the workers to itself.
+        shared_gate_up(shared)
+        router()
+        shared_down()
+        n_shared_down = len(tiles(d, b.plan.tile_rows(down_stage)))
+        routed_gate_up(K * inter, 0 if b.plan.moe_tiles == "shared-first-all" else n_shared_down)
     for k in range(K):
         b.gemv_tiles(Kind.EXPERT_DOWN_ACCUM, f"{L}expert_down.{k}", d, down_stage, ev_out, [(ev_gus[k], 0)],
                      (acts[k], route_idx, route_w, h_out), (down,), layer, slot=k)

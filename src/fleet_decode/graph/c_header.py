@@ -23,6 +23,11 @@ def render_c_header() -> str:
     for name in ("MAX_INPUTS", "MAX_BUFFERS", "MAX_WEIGHTS", "MAX_ARGS", "HEADER_WORDS", "TASK_WORDS", "EVENT_WORDS",
                  "BUFFER_WORDS", "WEIGHT_WORDS"):
         out.append(f"#define FD_{name} {getattr(fmt, name)}\n")
+    out.append("\n/* What the device code is compiled for (FD_COMPILED_*) and its fixed limits. */\n")
+    for name, value in fmt.COMPILED_DIMS.items():
+        out.append(f"#define FD_COMPILED_{name.upper()} {value}\n")
+    for name, value in fmt.KERNEL_LIMITS.items():
+        out.append(f"#define FD_{name} {value}\n")
     out.append("\n" + _enum("fd_kind", "FD_KIND_", [(k.name, k.value) for k in fmt.Kind]))
     out.append(_enum("fd_dtype", "FD_DTYPE_", [(k.name, k.value) for k in fmt.DType]))
     out.append(_enum("fd_persistence", "FD_PERSIST_", [(k.name, k.value) for k in fmt.Persistence]))

@@ -15,6 +15,18 @@ MAX_WEIGHTS = 4  # weight operands per task record
 MAX_ARGS = 2  # integer parameters per task record
 NONE = -1  # an unused operand, event or layer
 
+# What the device code is compiled for, and its fixed limits: ONE source for both sides, emitted into
+# graph_format.h as FD_<NAME> (hip/tasks/common.h and the runtime size their arrays from them; the
+# host refuses graphs that break them).
+COMPILED_DIMS = dict(n_heads=16, kv_rank=512, qk_rope=64, qk_nope=128, v_head=128)  # DeepSeek-V2-Lite's MLA
+KERNEL_LIMITS = dict(
+    MAX_ATTN_CHUNK=64,  # positions per attention chunk (the chunk's score buffer)
+    MAX_MERGE_CHUNKS=1024,  # chunks one merge task reads
+    RUNTIME_THREADS=256,  # threads per worker (block) of the persistent kernel
+    TASK_THREADS=256,  # threads per block of the standalone task launchers
+    GEMV_ROWS_PER_PASS=2,  # rows a warp streams at once in the GEMV tiles
+)
+
 
 class Kind(enum.IntEnum):
     EMBED = 1

@@ -5,7 +5,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fleet_decode.graph.format import KERNEL_LIMITS
+
 ASSIGNMENTS = ("round-robin", "balanced")
+# How an MoE layer's expert tiles are cut (graph.build._mlp):
+#   routing-free   shared and routed gate/up as ONE stage cut over the workers the routing leaves free;
+#   shared-first   the shared experts' gate/up cut over those workers ahead of the routing, so it streams
+#                  while the routing is decided, and the routed gate/up over the workers the shared
+#                  down tiles leave free;
+#   shared-first-all  the same with the routed gate/up cut over every worker.
+MOE_TILINGS = ("routing-free", "shared-first", "shared-first-all")
 
 
 @dataclass(frozen=True)
@@ -20,10 +29,13 @@ class Plan:
     max_steps: int = 64  # decode steps one launch can run (token and logits rows allocated)
     assign: str = "balanced"
     task_overhead: int = 4096  # weight elements one task start costs in the balanced cost model
+    moe_tiles: str = "routing-free"  # one of MOE_TILINGS
 
     def __post_init__(self):
         if self.assign not in ASSIGNMENTS:
             raise ValueError(f"assign must be one of {ASSIGNMENTS}, got {self.assign!r}")
+        if self.moe_tiles not in MOE_TILINGS:
+            raise ValueError(f"moe_tiles must be one of {MOE_TILINGS}, got {self.moe_tiles!r}")
         for name in ("workers", "row_align", "heads_per_tile", "absorb_parts", "attn_chunk", "max_positions",
                      "max_steps"):
             if getattr(self, name) < 1:
@@ -42,6 +54,23 @@ def default_plan(config, workers: int = 132, **overrides) -> Plan:
     cache no longer than the model can attend over."""
     overrides.setdefault("max_positions", min(Plan.max_positions, config.max_position_embeddings))
     return Plan(workers=workers, **overrides)
+
+
+# The fastest tiling measured for decoding (docs/megakernel.md "Speed"): a cache no longer than the
+# decode needs, since empty rows still cost attention-chunk tasks, cut into the shortest chunks that
+# still fit one round of the workers (shorter chunks are shorter tasks; a second round costs more).
+DECODE_ATTN_CHUNKS = (16, 32, KERNEL_LIMITS["MAX_ATTN_CHUNK"])
+CACHE_ROUNDING = 64
+
+
+def decode_plan(config, n_positions: int, workers: int, **overrides) -> Plan:
+    """The plan for decoding n_positions (prompt + tokens + 1): a cache of just that many rows (rounded
+    up) in chunks of the first of DECODE_ATTN_CHUNKS that makes at most one chunk per worker (else
+    the longest)."""
+    rows = -(-n_positions // CACHE_ROUNDING) * CACHE_ROUNDING
+    chunk = next((c for c in DECODE_ATTN_CHUNKS if -(-rows // c) <= workers), DECODE_ATTN_CHUNKS[-1])
+    overrides = {"max_positions": rows, "attn_chunk": chunk, **overrides}
+    return default_plan(config, workers=workers, **overrides)
 
 
 def tiles(total: int, rows: int):

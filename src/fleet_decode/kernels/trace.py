@@ -17,16 +17,18 @@ import sys
 import numpy as np
 
 from fleet_decode.graph.format import Kind
+from fleet_decode.graph.plan import MOE_TILINGS
+from fleet_decode.kernels.runtime import TRACE_WORDS
 
-from fleet_decode.kernels.megakernel import SYNC_MODES, TRACE_WORDS
-
-REACHED, READY, DONE = 0, 1, 2  # fd_trace_word
+REACHED, READY, DONE, RESIDENT = 0, 1, 2, 3  # fd_trace_word
+STAGED_LANDED, STAGED_LATE = 1, 2  # the RESIDENT word of a staged task (0: not staged)
 
 
 def times_ns(raw: np.ndarray, ticks_per_second: float) -> np.ndarray:
-    """raw wall ticks [steps, tasks, 3] -> ns from the launch's first mark (a task not run this
-    launch keeps its zeros, which no summary reads: every task runs once per step)."""
-    ticks = raw.astype(np.float64)
+    """raw trace [steps, tasks, TRACE_WORDS] -> its three wall-clock marks [steps, tasks, 3] in ns from
+    the launch's first mark (a task not run this launch keeps its zeros, which no summary reads: every
+    task runs once per step)."""
+    ticks = raw[..., :3].astype(np.float64)
     return (ticks - ticks[ticks > 0].min()) * (1e9 / ticks_per_second)
 
 
@@ -34,8 +36,10 @@ def _stage(event_name: str) -> str:
     return re.sub(r"^L\d+\.", "", event_name)
 
 
-def summarise(graph, times: np.ndarray, steps) -> dict:
-    """Per kind and per layer stage, from aligned times [steps, tasks, 3] (ns)."""
+def summarise(graph, times: np.ndarray, steps, resident: np.ndarray | None = None) -> dict:
+    """Per kind and per layer stage, from aligned times [steps, tasks, 3] (ns); with the raw trace's
+    RESIDENT words [steps, tasks], per kind the share of staged tasks whose weights had landed in
+    shared memory by the time their inputs were ready."""
     tasks, events = graph.tasks, graph.events
     steps = list(steps)
     t = times[steps]
@@ -51,6 +55,12 @@ def summarise(graph, times: np.ndarray, steps) -> dict:
             "wait_us_mean": float(wait[:, idx].mean() / 1e3),
             "busy_share": float(run[:, idx].sum() / run.sum()),
         }
+        if resident is not None:
+            words = resident[steps][:, idx]
+            staged = int(np.isin(words, (STAGED_LANDED, STAGED_LATE)).sum())
+            kinds[Kind(kind).name]["staged_tasks"] = staged
+            kinds[Kind(kind).name]["resident_before_ready_share"] = \
+                float((words == STAGED_LANDED).sum() / staged) if staged else None
     by_event: dict[int, list[int]] = {}
     for i, tk in enumerate(tasks):
         by_event.setdefault(tk.out_event, []).append(i)
@@ -94,10 +104,12 @@ def summarise(graph, times: np.ndarray, steps) -> dict:
 def print_summary(s: dict):
     print(f"step {s['step_us_median']:.1f} us (median of steps {s['steps'][0]}..{s['steps'][-1]}); MoE layer "
           f"{s['moe_layer_us_mean']:.1f} us; workers busy {100 * s['busy_share_of_workers']:.1f} % of the time")
-    print(f"{'kind':22s} {'tasks':>6s} {'run us':>8s} {'max us':>8s} {'wait us':>8s} {'busy %':>7s}")
+    print(f"{'kind':22s} {'tasks':>6s} {'run us':>8s} {'max us':>8s} {'wait us':>8s} {'busy %':>7s} {'resident %':>10s}")
     for kind, r in s["kinds"].items():
+        share = r.get("resident_before_ready_share")
+        resident = f"{100 * share:10.1f}" if share is not None else f"{'-':>10s}"
         print(f"{kind:22s} {r['tasks_per_step']:6d} {r['run_us_mean']:8.2f} {r['run_us_max']:8.2f} "
-              f"{r['wait_us_mean']:8.2f} {100 * r['busy_share']:7.1f}")
+              f"{r['wait_us_mean']:8.2f} {100 * r['busy_share']:7.1f} {resident}")
     print(f"{'MoE layer stage':28s} {'first ready us':>14s} {'fired us':>9s}")
     for name, r in s["moe_layer_stages"].items():
         print(f"{name:28s} {r['first_ready_us']:14.2f} {r['fired_us']:9.2f}")
@@ -106,29 +118,32 @@ def print_summary(s: dict):
 def main(argv=None) -> int:
     import torch
 
-    from fleet_decode.kernels.megakernel import Megakernel, Tuning, decode_plan
+    from fleet_decode.graph import decode_plan
+    from fleet_decode.kernels.runtime import Megakernel, Tuning
     from fleet_decode.model import load_model, prompt_ids
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="random:deepseek-coder-v2-lite")
     parser.add_argument("--prompt", type=int, default=1024)
     parser.add_argument("--tokens", type=int, default=32)
-    parser.add_argument("--prefetch", type=int, default=Tuning().prefetch, help="Tuning.prefetch bits")
-    parser.add_argument("--sync", default=Tuning().sync, choices=sorted(SYNC_MODES), help="Tuning.sync")
+    parser.add_argument("--no-stage", action="store_true", help="read every weight from global memory (Tuning.stage)")
+    parser.add_argument("--moe-tiles", choices=MOE_TILINGS, help="how the expert tiles are cut (Plan.moe_tiles)")
     parser.add_argument("--out", help="write the summary as JSON here")
     parser.add_argument("--raw", help="write the raw trace (numpy .npz) here")
     args = parser.parse_args(argv)
     model = load_model(args.model, dtype=torch.bfloat16, device="cuda")
     prompt = prompt_ids(args.prompt, vocab_size=model.config.vocab_size)
     n_sm = torch.cuda.get_device_properties(0).multi_processor_count
-    mk = Megakernel(model, plan=decode_plan(model.config, args.prompt + args.tokens + 1, n_sm),
-                    tuning=Tuning(prefetch=args.prefetch, sync=args.sync))
+    overrides = {"moe_tiles": args.moe_tiles} if args.moe_tiles else {}
+    mk = Megakernel(model, plan=decode_plan(model.config, args.prompt + args.tokens + 1, n_sm, **overrides),
+                    tuning=Tuning(stage=not args.no_stage))
     mk.prefill(prompt)
     plain = mk.generate(args.prompt, args.tokens)
     trace = torch.zeros(args.tokens, len(mk.graph.tasks), TRACE_WORDS, dtype=torch.int64, device="cuda")
     traced = mk.generate(args.prompt, args.tokens, trace=trace)
     raw = trace.cpu().numpy()
-    summary = summarise(mk.graph, times_ns(raw, mk.lib.fd_megakernel_ticks_per_second()), range(2, args.tokens))
+    summary = summarise(mk.graph, times_ns(raw, mk.lib.fd_megakernel_ticks_per_second()), range(2, args.tokens),
+                        resident=raw[..., RESIDENT])
     steady = sorted(plain.step_seconds[2:])
     summary.update(untraced_p50_us=steady[len(steady) // 2] * 1e6, same_tokens_traced=traced.tokens == plain.tokens,
                    plan=str(mk.plan), tuning=str(mk.tuning))

@@ -1,7 +1,7 @@
 """The one place milestones reach the decoder under test.
 
 backend "sim": the CPU simulator running the encoded task graph (fleet_decode.sim).
-backend "gpu": the persistent megakernel (fleet_decode.kernels.megakernel), which offers the same
+backend "gpu": the persistent megakernel (fleet_decode.kernels.runtime), which offers the same
 calls plus `build(arch, compiler)`. A missing module or function stops the milestone with one line
 naming it.
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from fleet_decode.pipeline.evidence import require
 
-MODULES = {"sim": "fleet_decode.sim", "gpu": "fleet_decode.kernels.megakernel"}
+MODULES = {"sim": "fleet_decode.sim", "gpu": "fleet_decode.kernels.runtime"}
 
 
 @dataclass

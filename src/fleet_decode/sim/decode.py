@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-from fleet_decode.graph.derived import derived
 from fleet_decode.graph.build import build_graph
 from fleet_decode.graph.counts import graph_counts
 from fleet_decode.graph.format import Kind
 from fleet_decode.graph.plan import Plan
+from fleet_decode.graph.weights import weight_table
 from fleet_decode.model.reference import Reference, rope_table, softmax_scale
 from fleet_decode.sim.runtime import Simulator
 
@@ -39,23 +39,6 @@ def sim_plan(workers: int, max_positions: int, max_steps: int, assign="balanced"
     worker count, so that runs with different worker counts execute the same graph."""
     return Plan(workers=workers, stage_tiles=4, heads_per_tile=2, attn_chunk=max(1, math.ceil(max_positions / 3)),
                 max_positions=max_positions, max_steps=max_steps, assign=assign)
-
-
-def weight_table(model, graph) -> list[torch.Tensor]:
-    """The tensors of the graph's weight slots: HF parameters by name, the host-computed rope tables and
-    the weights the graph keeps in a layout of its own (fleet_decode.graph.derived)."""
-    params = dict(model.named_parameters())
-    rotary = model.model.rotary_emb
-    cos, sin = rope_table(rotary.inv_freq, float(rotary.attention_scaling), torch.arange(graph.constants.max_positions, device=rotary.inv_freq.device))
-    host = {"rope.cos": cos, "rope.sin": sin}
-    for w in graph.weights:
-        tensor = derived(w.name, w.shape, params, model.config)
-        if tensor is not None:
-            host[w.name] = tensor
-    missing = [w.name for w in graph.weights if w.name not in params and w.name not in host]
-    if missing:
-        raise KeyError(f"the model has no parameter(s) {missing[:3]} that the graph reads")
-    return [host[w.name] if w.name in host else params[w.name].detach() for w in graph.weights]
 
 
 def make_simulator(model, graph, pos0, schedule, seed) -> Simulator:

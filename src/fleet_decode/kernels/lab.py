@@ -1,0 +1,264 @@
+"""Measurements of the megakernel on a GPU host, outside the pipeline: accuracy and timings for the
+notes (docs/megakernel.md) and speed variants timed side by side.
+
+    python -m fleet_decode.kernels.lab --tokens 32 --out mk.json          # checks + timings
+    python -m fleet_decode.kernels.lab --sweep --out sweep.json           # speed variants side by side
+    python -m fleet_decode.kernels.lab --sweep --variants "stage off"     # default and the named ones
+"""
+
+import argparse
+import json
+import math
+import sys
+import time
+from dataclasses import asdict, dataclass, field, replace
+
+import torch
+
+from fleet_decode.graph import build_graph, decode_plan, default_plan
+from fleet_decode.kernels.runtime import Megakernel, Tuning, WatchdogTimeout
+from fleet_decode.model.compare import cosine, exact_twin, relative_error
+from fleet_decode.model.reference import Reference
+
+
+def _exact_step(model, prompt, token, forced_routes):
+    """One step of exact arithmetic (compare.exact_twin) from the bf16 prefill's cache, on the given experts."""
+    bf16 = Reference(model, max_positions=len(prompt) + 1)
+    bf16.prefill(prompt)
+    exact = exact_twin(model, bf16, len(prompt))
+    logits = exact.step(token, forced_routes=forced_routes)
+    hidden = exact.hidden_states
+    del exact, bf16
+    torch.cuda.empty_cache()
+    return hidden, logits
+
+
+def _p50_ms(step_seconds):
+    steady = sorted(step_seconds[2:]) or sorted(step_seconds)  # steps 0-1 include the launch's ramp-up
+    return steady[len(steady) // 2] * 1e3
+
+
+PLAN_SWEEP = {  # tilings to time: one tile per worker per stage (default), fewer and larger tiles, ...
+    "default": {}, "stage_tiles=66": {"stage_tiles": 66}, "stage_tiles=264": {"stage_tiles": 264},
+    "heads_per_tile=2": {"heads_per_tile": 2}, "round-robin": {"assign": "round-robin"},
+}
+
+
+@torch.no_grad()
+def measure(source: str, n_prompt: int, n_tokens: int) -> dict:
+    """Numbers for the notes (docs/megakernel.md): every layer alone vs the Reference (M2), one step
+    vs the Reference on the same experts and vs HF eager (M3), n_tokens in one launch vs HF greedy and
+    HF teacher-forced (M4), per-step times for a few tilings, and the watchdog on a broken graph."""
+    from fleet_decode.model import hf_decode, load_model, prompt_ids
+    from fleet_decode.model.reference import Route
+
+    out = {"source": source, "prompt": n_prompt, "tokens": n_tokens}
+    model = load_model(source, dtype=torch.bfloat16, device="cuda")
+    config = model.config
+    prompt = prompt_ids(n_prompt, vocab_size=config.vocab_size)
+    out["m2_rel_vs_reference"] = {}
+    for layer in range(config.num_hidden_layers):
+        ours, ref = Megakernel(model, layers=[layer]).run_layer(prompt)
+        out["m2_rel_vs_reference"][layer] = relative_error(ours, ref)
+
+    mk = Megakernel(model)
+    one = mk.decode(prompt, 1)
+    ref = Reference(model, max_positions=n_prompt + 1)
+    first = int(ref.prefill(prompt).argmax())
+    mk_routes = mk.routes()
+    forced = {l: Route(torch.tensor(e, device="cuda"), None) for l, e in mk_routes.items()}
+    ref_logits = ref.step(first, forced_routes=forced)
+    ref_hidden, own_routes = ref.hidden_states, ref.routes
+    hf_tokens, hf_logits, hf_hidden, _ = hf_decode(model, prompt, 2)
+    exact_hidden, exact_logits = _exact_step(model, prompt, first, forced)
+    out["m3_vs_exact_same_experts"] = {  # exact: fp32 arithmetic on the same weights, cache and experts
+        "megakernel": [relative_error(a, b) for a, b in zip(one.hidden_states[0], exact_hidden)],
+        "reference": [relative_error(a, b) for a, b in zip(ref_hidden, exact_hidden)],
+        "megakernel_logits_cos": cosine(one.logits[0], exact_logits), "reference_logits_cos": cosine(ref_logits, exact_logits),
+    }
+    out["m3"] = {
+        "rel_vs_reference_same_experts": [relative_error(a, b) for a, b in zip(one.hidden_states[0], ref_hidden)],
+        "rel_vs_hf": [relative_error(a, b) for a, b in zip(one.hidden_states[0], hf_hidden[1])],
+        "route_differences_vs_reference": {
+            l: {"ours": mk_routes[l], "reference": own_routes[l].experts.tolist(), "margin": own_routes[l].margin()}
+            for l in mk_routes if mk_routes[l] != own_routes[l].experts.tolist()},
+        "logits_cos_vs_hf": cosine(one.logits[0], hf_logits[1]),
+        "logits_cos_vs_reference_same_experts": cosine(one.logits[0], ref_logits),
+        "next_token": one.tokens[0], "hf_next_token": hf_tokens[1],
+    }
+
+    many = mk.decode(prompt, n_tokens)
+    again = mk.decode(prompt, n_tokens)
+    hf_free = hf_decode(model, prompt, n_tokens + 1)[0][1:]
+    forced_hf = hf_decode(model, prompt, n_tokens + 1, forced_tokens=[first] + many.tokens)[1][1:]
+    ref = Reference(model, max_positions=n_prompt + n_tokens + 1)
+    token, ref_cos = int(ref.prefill(prompt).argmax()), []
+    for s in range(n_tokens):
+        ref_cos.append(cosine(many.logits[s], ref.step(token)))
+        token = many.tokens[s]
+    same = [a == b for a, b in zip(many.tokens, hf_free)]
+    diverge = same.index(False) if False in same else None
+    out["m4"] = {
+        "tokens": many.tokens, "hf_tokens": hf_free, "identical_prefix": diverge if diverge is not None else n_tokens,
+        "hf_top2_margin_at_divergence": None if diverge is None else
+        float(forced_hf[diverge].topk(2).values.diff().abs()),
+        "cos_vs_hf_teacher_forced": [cosine(a, b) for a, b in zip(many.logits, forced_hf)],
+        "cos_vs_reference_teacher_forced": ref_cos,
+        "deterministic_logits": all(torch.equal(a, b) for a, b in zip(many.logits, again.logits)),
+        "launch_seconds": many.seconds, "step_ms": [s * 1e3 for s in many.step_seconds],
+        "p50_ms": _p50_ms(many.step_seconds),
+    }
+
+    out["plans"] = {}
+    n_sm = torch.cuda.get_device_properties(0).multi_processor_count
+    for name, overrides in PLAN_SWEEP.items():
+        variant = Megakernel(model, plan=default_plan(config, workers=n_sm, **overrides))
+        result = variant.decode(prompt, n_tokens)
+        out["plans"][name] = {"p50_ms": _p50_ms(result.step_seconds), "tasks": len(variant.graph.tasks),
+                              "same_tokens": result.tokens == many.tokens}
+
+    broken = build_graph(config, mk.plan, layers=[1])
+    victim = broken.task_index("L1.q_absorb[0]")
+    broken.tasks[victim].inputs.append((broken.event_index("L1.o_proj"), 0))  # a cycle: never fires
+    bad = Megakernel(model, graph=broken)
+    started = time.perf_counter()
+    try:
+        bad.run_layer(prompt, timeout_s=0.5)
+        out["watchdog"] = {"raised": False}
+    except WatchdogTimeout as err:
+        out["watchdog"] = {"raised": True, "message": str(err), "seconds": time.perf_counter() - started}
+    ours, ref_out = Megakernel(model, layers=[1]).run_layer(prompt)
+    out["watchdog"]["next_launch_rel"] = relative_error(ours, ref_out)
+    return out
+
+
+@dataclass(frozen=True)
+class Variant:
+    plan: dict = field(default_factory=dict)  # default_plan overrides (a new graph)
+    tuning: Tuning = Tuning()  # launch arguments (same graph)
+
+
+def speed_variants(n_prompt: int, n_tokens: int) -> dict[str, Variant]:
+    """What `--sweep` times, each a change to decode_plan() and Tuning() (docs/megakernel.md "Speed";
+    earlier sweeps' variants, L2 prefetch and fenced sync among them, are in docs/measurements/)."""
+    return {
+        "default": Variant(),  # decode_plan + Tuning(): cache sized to the decode, its chunks, staged weights
+        "stage off": Variant(tuning=Tuning(stage=False)),
+        "stage 64 KiB": Variant(tuning=Tuning(stage_kib=64)),
+        "moe shared-first": Variant({"moe_tiles": "shared-first"}),
+        "moe shared-first-all": Variant({"moe_tiles": "shared-first-all"}),
+        "attn_chunk=32": Variant({"attn_chunk": 32}),
+        "heads_per_tile=2": Variant({"heads_per_tile": 2}),
+        "task_overhead=32768": Variant({"task_overhead": 32768}),
+    }
+
+
+@torch.no_grad()
+def sweep(source: str, n_prompt: int, n_tokens: int, variants: dict | None = None, launches: int = 3) -> dict:
+    """Times every variant: `launches` launches of n_tokens steps each, P50 over the steps >= 2 of all
+    of them, and checks its tokens (and, for the default's graph, its logits bit for bit) against the
+    default's. One prefill per graph; a variant that fails is recorded and the sweep goes on."""
+    from fleet_decode.graph.counts import graph_counts
+    from fleet_decode.model import load_model, prompt_ids
+
+    model = load_model(source, dtype=torch.bfloat16, device="cuda")
+    prompt = prompt_ids(n_prompt, vocab_size=model.config.vocab_size)
+    n_sm = torch.cuda.get_device_properties(0).multi_processor_count
+    variants = variants or speed_variants(n_prompt, n_tokens)
+    graphs: dict[tuple, Megakernel] = {}
+    rows, baseline = {}, None
+    for name, variant in variants.items():
+        started = time.perf_counter()
+        try:
+            key = tuple(sorted(variant.plan.items()))
+            if key not in graphs:
+                plan = replace(decode_plan(model.config, n_prompt + n_tokens + 1, n_sm), **variant.plan)
+                graphs[key] = Megakernel(model, plan=plan)
+                graphs[key].prefill(prompt)
+            mk = graphs[key]
+            mk.tuning = variant.tuning
+            results = [mk.generate(n_prompt, n_tokens) for _ in range(launches)]
+        except Exception as err:  # noqa: BLE001 -- one broken variant must not cost the others their numbers
+            rows[name] = {"error": f"{type(err).__name__}: {err}"}
+            continue
+        steady = sorted(t for r in results for t in r.step_seconds[2:])
+        weight_bytes = graph_counts(mk.graph)["weight_bytes_per_token_total"]
+        first = results[0]
+        if baseline is None:
+            baseline = first
+        rows[name] = {
+            "p50_ms": steady[len(steady) // 2] * 1e3, "p95_ms": steady[int(0.95 * (len(steady) - 1))] * 1e3,
+            "weight_tb_per_s_at_p50": weight_bytes / steady[len(steady) // 2] / 1e12,
+            "p50_ms_per_launch": [_p50_ms(r.step_seconds) for r in results],
+            "same_tokens_as_default": first.tokens == baseline.tokens,
+            "same_tokens_every_launch": all(r.tokens == first.tokens for r in results),
+            "max_abs_logit_diff_vs_default": max(float((a - b).abs().max()) for a, b in zip(first.logits, baseline.logits)),
+            "tasks": len(mk.graph.tasks), "plan": variant.plan, "tuning": asdict(variant.tuning),
+            "seconds": time.perf_counter() - started,
+        }
+    return {"source": source, "prompt": n_prompt, "tokens": n_tokens, "launches": launches, "sm": n_sm,
+            "variants": rows}
+
+
+def print_sweep(result: dict):
+    rows = result["variants"]
+    default = rows.get("default", {}).get("p50_ms")
+    print(f"{'variant':44s} {'P50 ms':>8s} {'P95 ms':>8s} {'vs default':>10s} {'TB/s':>5s}  tokens  max |dlogit|")
+    for name, r in sorted(rows.items(), key=lambda kv: kv[1].get("p50_ms", math.inf)):
+        if "error" in r:
+            print(f"{name:44s} FAILED {r['error']}")
+            continue
+        ratio = f"{r['p50_ms'] / default:10.3f}" if default else f"{'-':>10s}"
+        same = "same" if r["same_tokens_as_default"] and r["same_tokens_every_launch"] else "DIFFER"
+        print(f"{name:44s} {r['p50_ms']:8.3f} {r['p95_ms']:8.3f} {ratio} {r['weight_tb_per_s_at_p50']:5.2f}  {same:6s}  "
+              f"{r['max_abs_logit_diff_vs_default']:.3g}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="random:deepseek-coder-v2-lite")
+    parser.add_argument("--prompt", type=int, default=1024)
+    parser.add_argument("--tokens", type=int, default=32)
+    parser.add_argument("--out", help="write the numbers as JSON here")
+    parser.add_argument("--sweep", action="store_true",
+                        help="only time the speed variants (speed_variants) side by side, sorted by P50")
+    parser.add_argument("--variants", help="with --sweep: only these variants, comma-separated (default always runs)")
+    args = parser.parse_args(argv)
+    if args.sweep:
+        variants = speed_variants(args.prompt, args.tokens)
+        if args.variants:
+            names = [v.strip() for v in args.variants.split(",")]
+            wanted = ["default", *(v for v in names if v and v != "default")]
+            unknown = [v for v in wanted if v not in variants]
+            if unknown:
+                parser.error(f"unknown variants {unknown}; known: {', '.join(variants)}")
+            variants = {name: variants[name] for name in wanted}
+        result = sweep(args.model, args.prompt, args.tokens, variants)
+        if args.out:
+            with open(args.out, "w") as f:
+                f.write(json.dumps(result, indent=1, default=str) + "\n")
+        print_sweep(result)
+        return 0
+    result = measure(args.model, args.prompt, args.tokens)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(json.dumps(result, indent=1, default=str) + "\n")
+    m3, m4 = result["m3"], result["m4"]
+    print(f"M2 every layer vs reference: max rel {max(result['m2_rel_vs_reference'].values()):.4f}")
+    print(f"M3 layer 26 rel vs reference (same experts) {m3['rel_vs_reference_same_experts'][-1]:.4f}, vs HF "
+          f"{m3['rel_vs_hf'][-1]:.4f}; logits cos vs HF {m3['logits_cos_vs_hf']:.5f}; token {m3['next_token']} "
+          f"(HF {m3['hf_next_token']}); route differences at layers {sorted(m3['route_differences_vs_reference'])}")
+    exact = result["m3_vs_exact_same_experts"]
+    print(f"vs exact fp32 arithmetic at layer 26: megakernel {exact['megakernel'][-1]:.4f}, reference "
+          f"{exact['reference'][-1]:.4f}")
+    print(f"M4 {m4['identical_prefix']}/{len(m4['tokens'])} tokens as HF greedy (HF top-2 margin there "
+          f"{m4['hf_top2_margin_at_divergence']}); min cos vs HF teacher-forced {min(m4['cos_vs_hf_teacher_forced']):.5f}; "
+          f"deterministic {m4['deterministic_logits']}; p50 {m4['p50_ms']:.3f} ms/token")
+    print("plans: " + ", ".join(f"{k} {v['p50_ms']:.3f} ms" for k, v in result["plans"].items()))
+    print(f"watchdog: {result['watchdog']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

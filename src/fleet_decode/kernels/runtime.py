@@ -1,0 +1,413 @@
+"""Host side of the persistent megakernel (hip/runtime/megakernel.cu): build the decode task graph,
+upload it with the HF model's own weights, fill the MLA cache from HF's prefill, and decode N tokens
+in ONE launch.
+
+    from fleet_decode.model import load_model, prompt_ids
+    from fleet_decode.kernels.runtime import Megakernel
+    model = load_model("random:deepseek-coder-v2-lite", dtype=torch.bfloat16, device="cuda")
+    mk = Megakernel(model)
+    result = mk.decode(prompt_ids(1024), n_tokens=32)      # .tokens, .logits, .hidden_states, .step_seconds
+    out, ref = Megakernel(model, layers=[1]).run_layer(prompt_ids(1024))   # M2
+
+It is also the pipeline's `gpu` backend: build, check_task_kinds, simulate_layer and simulate below
+mirror the simulator's calls (fleet_decode.sim). Measurements and speed sweeps live apart, in
+fleet_decode.kernels.lab.
+"""
+
+import ctypes
+import math
+import os
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from fleet_decode.graph import Plan, build_graph, decode_plan, default_plan
+from fleet_decode.graph.format import ACCUMULATES, COMPILED_DIMS, KERNEL_LIMITS, OPERANDS, DType, Kind
+from fleet_decode.graph.weights import weight_table
+from fleet_decode.kernels import library, staging
+from fleet_decode.kernels.build import build as build_kernels
+from fleet_decode.model.reference import Reference, softmax_scale
+
+TRACE_WORDS = 4  # fd_trace_word: wall ticks when reached, ready, done; staged weights resident when ready
+ADD_ORDER_WORDS = 4  # FD_ADD_ORDER_WORDS
+ERROR_FIELDS = ("flag", "worker", "task", "event", "counter", "target", "step", "kind", "abort")
+
+
+class LaunchArgs(ctypes.Structure):
+    """hip/runtime/megakernel.cu's fd_launch_args, field for field (the library's
+    fd_megakernel_args_bytes() must equal ctypes.sizeof of this)."""
+    _fields_ = [
+        ("blob", ctypes.c_void_p), ("buffers", ctypes.c_void_p), ("weights", ctypes.c_void_p),
+        ("counters", ctypes.c_void_p), ("arrivals", ctypes.c_void_p), ("add_order", ctypes.c_void_p),
+        ("partials", ctypes.c_void_p), ("error", ctypes.c_void_p), ("step_ticks", ctypes.c_void_p),
+        ("stage", ctypes.c_void_p), ("trace", ctypes.c_void_p), ("stop_ids", ctypes.c_void_p),
+        ("stopped_at", ctypes.c_void_p), ("published", ctypes.c_void_p),
+        ("timeout_seconds", ctypes.c_double),
+        ("n_workers", ctypes.c_int), ("partial_row", ctypes.c_int), ("pos0", ctypes.c_int), ("n_steps", ctypes.c_int),
+        ("n_stop_ids", ctypes.c_int), ("stage_bytes", ctypes.c_int),
+    ]
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """Launch-time knobs of the runtime (no rebuild of the graph; docs/megakernel.md "Speed").
+    stage: copy each task's weight tile into shared memory before waiting for its inputs
+    (fleet_decode.kernels.staging); stage_kib caps the stage (None: all the runtime was built with)."""
+    stage: bool = True
+    stage_kib: int | None = None
+
+    def __post_init__(self):
+        if self.stage_kib is not None and self.stage_kib < 0:
+            raise ValueError(f"bad tuning {self}")
+
+
+class MegakernelError(RuntimeError):
+    """The megakernel could not be set up or launched."""
+
+
+class WatchdogTimeout(MegakernelError):
+    """A worker waited past the watchdog's bound; the message names the task and what it waited for."""
+
+    def __init__(self, message, record):
+        super().__init__(message)
+        self.record = record
+
+
+@dataclass
+class DecodeResult:
+    tokens: list[int]  # tokens[s]: the token step s produced (fed to step s + 1)
+    logits: list[torch.Tensor]  # fp32 [vocab] per step, read back from the graph's logits log
+    # per step, each layer's output (fp32 [hidden]); the graph keeps layer outputs for the LAST step
+    # only (they are per-step buffers), so earlier steps hold None
+    hidden_states: list
+    seconds: float = 0.0  # the launch, host clock, synchronised
+    step_seconds: list[float] = field(default_factory=list)  # per step, from the device's clock
+    launches: int = 1
+    counts: dict = field(default_factory=dict)
+    stopped: bool = False  # the last token is a stop id and the launch ended there
+
+
+def add_order(graph) -> tuple[np.ndarray, int, int, int]:
+    """The runtime's table of adders: per task (arrival counter, rank, group size, scratch row offset),
+    -1s for a task that is not one of several adders into the same rows. Adders into one row range of
+    one buffer form a group, ranked in graph order; rank r adds into scratch row r of that buffer
+    (alone there, so exactly) and the last to arrive adds the rows in rank order, so the sum is
+    deterministic. Returns (table, number of groups, scratch floats, floats per scratch row)."""
+    order = np.full((len(graph.tasks), ADD_ORDER_WORDS), -1, dtype=np.int32)
+    groups: dict[tuple[int, int, int], list[int]] = {}
+    for i, t in enumerate(graph.tasks):
+        if t.kind in ACCUMULATES:
+            buf = t.buffers[OPERANDS[t.kind][0].index(ACCUMULATES[t.kind])]
+            groups.setdefault((buf, *t.tile), []).append(i)
+    spans: dict[int, list[tuple[int, int]]] = {}
+    for buf, lo, hi in groups:
+        for other_lo, other_hi in spans.setdefault(buf, []):
+            if lo < other_hi and other_lo < hi:
+                raise MegakernelError(f"adders into {graph.buffers[buf].name} overlap in rows [{lo}, {hi}) and "
+                                      f"[{other_lo}, {other_hi}): the runtime sums only identical row ranges")
+        spans[buf].append((lo, hi))
+    shared = [(key, members) for key, members in groups.items() if len(members) > 1]  # a lone adder adds in place
+    lengths = {graph.buffers[buf].numel for (buf, _, _), _ in shared}
+    if len(lengths) > 1:
+        raise MegakernelError(f"summed buffers of different lengths {sorted(lengths)}: the runtime has one row length")
+    row = lengths.pop() if lengths else 1
+    base: dict[int, int] = {}
+    for (buf, _, _), members in shared:
+        base[buf] = max(base.get(buf, 0), len(members))
+    offset, start = 0, {}
+    for buf, rows in base.items():
+        start[buf], offset = offset, offset + rows * row
+    for counter, ((buf, _, _), members) in enumerate(shared):
+        for rank, task in enumerate(members):
+            order[task] = (counter, rank, len(members), start[buf] + rank * row)
+    return order, len(shared), offset, row
+
+
+def _check_graph(graph, n_sm):
+    c = graph.constants
+    for name, value in COMPILED_DIMS.items():
+        if getattr(c, name) != value:
+            raise MegakernelError(f"the kernels are compiled for {name} = {value}, the graph has {getattr(c, name)}")
+    if len(graph.workers) > n_sm:
+        raise MegakernelError(f"graph has {len(graph.workers)} workers, the GPU {n_sm} SMs/CUs: one worker per SM")
+    max_chunk, max_merge, threads = (KERNEL_LIMITS[k] for k in ("MAX_ATTN_CHUNK", "MAX_MERGE_CHUNKS", "RUNTIME_THREADS"))
+    for t in graph.tasks:
+        if t.kind == Kind.ATTN_CHUNK and t.tile[1] - t.tile[0] > max_chunk:
+            raise MegakernelError(f"{t.name} spans {t.tile[1] - t.tile[0]} positions, the kernel at most {max_chunk}")
+        if t.kind == Kind.ROPE_Q_ABSORB and (c.kv_rank % t.args[0] or (c.kv_rank // t.args[0]) % 8
+                                             or c.kv_rank // t.args[0] // 8 > threads):
+            raise MegakernelError(f"{t.name}: {t.args[0]} column blocks of {c.kv_rank} latent columns; the kernel "
+                                  f"needs blocks of a multiple of 8 columns, at most {8 * threads}")
+        if t.kind == Kind.ATTN_MERGE_UV and t.args[0] > max_merge:
+            raise MegakernelError(f"{t.name} merges {t.args[0]} chunks, the merge task holds at most "
+                                  f"{max_merge}: use longer attention chunks")
+
+
+def _pinned_int32(n: int) -> torch.Tensor:
+    """Page-locked host memory the device can write (unified addressing maps it at the same address)."""
+    return torch.full((n,), -1, dtype=torch.int32).pin_memory()
+
+
+class Megakernel:
+    """One graph (the whole model, or a run of layers) resident on the GPU with its buffers."""
+
+    def __init__(self, hf_model, plan: Plan | None = None, layers=None, graph=None, lib=None,
+                 tuning: Tuning = Tuning()):
+        self.model, config = hf_model, hf_model.config
+        self.tuning = tuning
+        self.device = next(hf_model.parameters()).device
+        if self.device.type != "cuda":
+            raise MegakernelError(f"the model is on {self.device}; the megakernel needs it on a GPU")
+        n_sm = torch.cuda.get_device_properties(self.device).multi_processor_count
+        self.plan = plan or default_plan(config, workers=n_sm)
+        self.graph = graph if graph is not None else build_graph(config, self.plan, layers)
+        _check_graph(self.graph, n_sm)
+        if not math.isclose(self.graph.constants.attn_scale, softmax_scale(config), rel_tol=1e-6):
+            raise MegakernelError("the graph's softmax scale differs from the model's")
+        self.lib = self._load(lib)
+        self.encoded = self.graph.encode()
+        self.names = self.encoded.names
+        self.blob = torch.from_numpy(self.encoded.blob()).to(self.device)
+        dtypes = {DType.F32: torch.float32, DType.I32: torch.int32, DType.MODEL: torch.bfloat16}
+        self.buffers = [torch.zeros(b.numel, dtype=dtypes[b.dtype], device=self.device) for b in self.graph.buffers]
+        self.weights = self._weights(dtypes)
+        self.buffer_ptrs = torch.tensor([t.data_ptr() for t in self.buffers], dtype=torch.int64, device=self.device)
+        self.weight_ptrs = torch.tensor([t.data_ptr() for t in self.weights] or [0], dtype=torch.int64,
+                                        device=self.device)
+        order, n_groups, n_scratch, self.partial_row = add_order(self.graph)
+        self.add_order = torch.from_numpy(order).to(self.device)
+        self.stage_capacity = self.lib.fd_megakernel_stage_capacity()
+        self.stage_table = torch.from_numpy(staging.stage_table(
+            self.graph, self.stage_capacity, [t.data_ptr() for t in self.weights])).to(self.device)
+        self.counters = torch.zeros(len(self.graph.events), dtype=torch.int32, device=self.device)
+        self.arrivals = torch.zeros(max(1, n_groups), dtype=torch.int32, device=self.device)
+        self.partials = torch.zeros(max(1, n_scratch), dtype=torch.float32, device=self.device)
+        self.error = torch.zeros(self.lib.fd_megakernel_error_words(), dtype=torch.int32, device=self.device)
+        self.stopped_at = torch.zeros(1, dtype=torch.int32, device=self.device)
+        self.step_ticks = torch.zeros(self.graph.constants.max_steps + 1, dtype=torch.int64, device=self.device)
+        self.published = _pinned_int32(self.graph.constants.max_steps)
+
+    def _weights(self, dtypes):
+        out = []
+        for slot, tensor in zip(self.graph.weights, weight_table(self.model, self.graph)):
+            want = dtypes[slot.dtype]
+            if tuple(tensor.shape) != slot.shape:
+                raise MegakernelError(f"weight {slot.name} has shape {tuple(tensor.shape)}, the graph {slot.shape}")
+            if tensor.dtype != want or not tensor.is_contiguous() or tensor.device != self.device:
+                tensor = tensor.to(self.device, want).contiguous()  # a copy only where the layout needs one
+            out.append(tensor)
+        return out
+
+    @staticmethod
+    def _load(lib):
+        handle = (lib or library.load()).lib
+        handle.fd_megakernel_launch.argtypes = [ctypes.POINTER(LaunchArgs), ctypes.c_void_p]
+        handle.fd_megakernel_launch.restype = ctypes.c_int
+        handle.fd_megakernel_ticks_per_second.restype = ctypes.c_double
+        # The tables' layouts and the argument struct as compiled: a library built before a change to
+        # either is refused rather than misread.
+        host = (ctypes.sizeof(LaunchArgs), staging.WORDS, TRACE_WORDS, ADD_ORDER_WORDS,
+                KERNEL_LIMITS["RUNTIME_THREADS"])
+        try:
+            compiled = (handle.fd_megakernel_args_bytes(), handle.fd_megakernel_stage_words(),
+                        handle.fd_megakernel_trace_words(), handle.fd_megakernel_add_order_words(),
+                        handle.fd_megakernel_threads())
+        except AttributeError:  # a library from before the argument struct
+            compiled = None
+        if compiled != host:
+            raise MegakernelError(f"the runtime's layouts (argument bytes, stage words, trace words, add-order words, "
+                                  f"threads) are {compiled}, the host's {host}: rebuild "
+                                  f"(python -m fleet_decode.kernels.build)")
+        return handle
+
+    # ------------------------------------------------------------------ host writes
+    def buffer(self, name) -> torch.Tensor:
+        return self.buffers[self.graph.buffer_index(name)]
+
+    def fill_cache(self, ref: Reference, n_prompt: int):
+        """Copies the prefill's compressed cache (normalised latent, roped k_pe) into every layer's log."""
+        c = self.graph.constants
+        for layer in range(c.first_layer, c.first_layer + c.n_layers):
+            self.buffer(f"L{layer}.ckv").view(c.max_positions, -1)[:n_prompt] = ref.ckv[layer, :n_prompt]
+            self.buffer(f"L{layer}.kpe").view(c.max_positions, -1)[:n_prompt] = ref.kpe[layer, :n_prompt]
+
+    # ------------------------------------------------------------------ the launch
+    def launch(self, pos0: int, n_steps: int, timeout_s: float = 1.0, trace: torch.Tensor | None = None,
+               stop_ids=(), on_token=None) -> float:
+        """Runs n_steps steps at positions pos0.. in one launch; returns its seconds (host clock).
+        Raises WatchdogTimeout naming the stuck task if any wait outlasts timeout_s. trace: None, or
+        an int64 tensor [n_steps, tasks, TRACE_WORDS] the runtime fills (fleet_decode.kernels.trace).
+        stop_ids: the launch ends after the step whose token is one of them. on_token(step, token) is
+        called from this thread as the kernel publishes each token, while it still runs."""
+        c = self.graph.constants
+        if n_steps > c.max_steps or pos0 + n_steps > c.max_positions:
+            raise MegakernelError(f"{n_steps} steps from position {pos0} exceed the graph's {c.max_steps} steps "
+                                  f"/ {c.max_positions} positions")
+        if trace is not None and (trace.dtype != torch.int64 or trace.device != self.device or not trace.is_contiguous()
+                                  or trace.numel() < n_steps * len(self.graph.tasks) * TRACE_WORDS):
+            raise MegakernelError(f"the trace must be a contiguous int64 tensor on {self.device} of at least "
+                                  f"{n_steps} x {len(self.graph.tasks)} x {TRACE_WORDS} elements")
+        for t in (self.counters, self.arrivals, self.partials, self.error, self.step_ticks, self.stopped_at):
+            t.zero_()
+        self.published.fill_(-1)
+        stops = torch.tensor(list(stop_ids) or [0], dtype=torch.int32, device=self.device)
+        stage_bytes = 0
+        if self.tuning.stage:
+            stage_bytes = self.stage_capacity if self.tuning.stage_kib is None else \
+                min(self.stage_capacity, self.tuning.stage_kib * 1024)
+        args = LaunchArgs(
+            blob=self.blob.data_ptr(), buffers=self.buffer_ptrs.data_ptr(), weights=self.weight_ptrs.data_ptr(),
+            counters=self.counters.data_ptr(), arrivals=self.arrivals.data_ptr(),
+            add_order=self.add_order.data_ptr(), partials=self.partials.data_ptr(), error=self.error.data_ptr(),
+            step_ticks=self.step_ticks.data_ptr(), stage=self.stage_table.data_ptr(),
+            trace=None if trace is None else trace.data_ptr(), stop_ids=stops.data_ptr(),
+            stopped_at=self.stopped_at.data_ptr(), published=self.published.data_ptr(),
+            timeout_seconds=float(timeout_s), n_workers=len(self.graph.workers), partial_row=self.partial_row,
+            pos0=pos0, n_steps=n_steps, n_stop_ids=len(stop_ids), stage_bytes=stage_bytes)
+        stream = torch.cuda.current_stream(self.device)
+        torch.cuda.synchronize(self.device)
+        started = time.perf_counter()
+        code = self.lib.fd_megakernel_launch(ctypes.byref(args), stream.cuda_stream)
+        if code != 0:
+            raise MegakernelError(f"fd_megakernel_launch: {self.lib.fd_error_string(code).decode()} ({code})")
+        if on_token is not None:
+            self._stream_tokens(stream, n_steps, on_token)
+        torch.cuda.synchronize(self.device)
+        seconds = time.perf_counter() - started
+        record = dict(zip(ERROR_FIELDS, self.error.tolist()))
+        if record["flag"]:
+            raise WatchdogTimeout(self._describe(record, timeout_s), record)
+        return seconds
+
+    def _stream_tokens(self, stream, n_steps, on_token):
+        """Hands each published token to on_token while the launch runs, then any left at its end."""
+        published = self.published.numpy()
+        done = torch.cuda.Event()
+        done.record(stream)
+        seen = 0
+        while seen < n_steps:
+            finished = done.query()  # read before the tokens, so none published before the end is missed
+            while seen < n_steps and published[seen] >= 0:
+                on_token(seen, int(published[seen]))
+                seen += 1
+            if finished:
+                break
+            time.sleep(20e-6)
+
+    def _describe(self, r, timeout_s):
+        return (f"megakernel watchdog: worker {r['worker']} waited over {timeout_s} s at step {r['step']} in task "
+                f"{self.names['tasks'][r['task']]} for event {self.names['events'][r['event']]}: counter "
+                f"{r['counter']} < target {r['target']}; every worker was stopped")
+
+    def step_seconds(self, n_steps) -> list[float]:
+        ticks = self.step_ticks[: n_steps + 1].tolist()
+        rate = self.lib.fd_megakernel_ticks_per_second()
+        return [(b - a) / rate for a, b in zip(ticks, ticks[1:])]
+
+    # ------------------------------------------------------------------ decode / layer
+    @torch.no_grad()
+    def decode(self, prompt_ids, n_tokens: int, timeout_s: float = 1.0) -> DecodeResult:
+        """HF prefill of prompt_ids, then n_tokens greedy steps in ONE launch."""
+        self.prefill(prompt_ids)
+        return self.generate(len(prompt_ids), n_tokens, timeout_s)
+
+    @torch.no_grad()
+    def prefill(self, prompt_ids) -> int:
+        """HF prefill of prompt_ids into the graph's cache; its greedy token becomes tokens[0] and is returned."""
+        if not self.graph.constants.has_head:
+            raise MegakernelError("decode needs the whole-model graph (layers=None); use run_layer for a layer graph")
+        n_prompt = len(prompt_ids)
+        if n_prompt + 1 > self.graph.constants.max_positions:
+            raise MegakernelError(f"a prompt of {n_prompt} tokens does not fit the graph's cache of "
+                                  f"{self.graph.constants.max_positions} positions")
+        ref = Reference(self.model, max_positions=n_prompt + 1)
+        first = int(ref.prefill(prompt_ids).argmax())
+        self.fill_cache(ref, n_prompt)
+        del ref
+        self.buffer("tokens")[0] = first
+        return first
+
+    @torch.no_grad()
+    def generate(self, n_prompt: int, n_tokens: int, timeout_s: float = 1.0, trace=None, start_token: int | None = None,
+                 stop_ids=(), on_token=None) -> DecodeResult:
+        """n_tokens greedy steps in ONE launch at positions n_prompt.. of the filled cache (repeatable:
+        each launch rewrites the cache rows and tokens it decodes). start_token: the token step 0 is
+        fed (default: the one prefill() left); a longer generation continues with the last position
+        and token of the previous launch. stop_ids / on_token: as launch(); the result ends at a stop."""
+        c = self.graph.constants
+        tokens = self.buffer("tokens")
+        if start_token is not None:
+            tokens[0] = int(start_token)
+        seconds = self.launch(n_prompt, n_tokens, timeout_s, trace, stop_ids, on_token)
+        stopped = int(self.stopped_at.item())
+        made = stopped if stopped else n_tokens
+        logits = self.buffer("logits").view(c.max_steps, c.vocab)
+        last = [self.buffer(f"h.{l + 1}").clone() for l in range(c.n_layers)]
+        return DecodeResult(
+            tokens=tokens[1:made + 1].tolist(),
+            logits=[logits[s].clone() for s in range(made)],
+            hidden_states=[None] * (made - 1) + [last],
+            seconds=seconds,
+            step_seconds=self.step_seconds(made) if c.has_head else [],
+            counts={"tasks": len(self.graph.tasks), "events": len(self.graph.events), "workers": len(self.graph.workers)},
+            stopped=bool(stopped),
+        )
+
+    def routes(self) -> dict[int, list[int]]:
+        """Each MoE layer's chosen experts (ascending) at the last step run."""
+        names = {b.name: i for i, b in enumerate(self.graph.buffers)}
+        c = self.graph.constants
+        layers = range(c.first_layer, c.first_layer + c.n_layers)
+        return {l: self.buffers[names[f"L{l}.route_idx"]].tolist() for l in layers if f"L{l}.route_idx" in names}
+
+    @torch.no_grad()
+    def run_layer(self, prompt_ids, timeout_s: float = 1.0):
+        """M2: one decode step of the graph's single layer after the prefill, fed the prefill's greedy
+        token; returns (megakernel output, reference output) of that layer, fp32 [hidden]."""
+        c = self.graph.constants
+        if c.has_head or c.n_layers != 1:
+            raise MegakernelError("run_layer needs a one-layer graph (Megakernel(model, layers=[l]))")
+        layer, n_prompt = c.first_layer, len(prompt_ids)
+        ref = Reference(self.model, max_positions=n_prompt + 1)
+        token = int(ref.prefill(prompt_ids).argmax())
+        self.fill_cache(ref, n_prompt)
+        ref.step(token)
+        x_in = ref.weights.embed[token].float() if layer == 0 else ref.hidden_states[layer - 1]
+        self.buffer(f"h.{layer}").copy_(x_in)
+        self.launch(n_prompt, 1, timeout_s)
+        return self.buffer(f"h.{layer + 1}").clone(), ref.hidden_states[layer].clone()
+
+
+# ---------------------------------------------------------------------- the pipeline's gpu backend
+
+def build(arch: str | None = None, compiler: str | None = None) -> dict:
+    """Builds hip/ (task kernels + runtime) for arch (default: this GPU's) and returns the build record."""
+    arch = arch or library.device_arch()
+    if compiler:
+        os.environ["NVCC" if arch.startswith("sm_") else "HIPCC"] = compiler
+    return build_kernels(arch, library.default_library_path(arch).parent)
+
+
+def check_task_kinds(hf_model, seed: int = 0) -> dict:
+    """M1: every task kernel alone at the real shapes (fleet_decode.kernels.check), as the pipeline's
+    M1 records them: per kind its numbers (flags as 0/1) and shape; names and notes are dropped."""
+    from fleet_decode.kernels import check
+
+    results = check.check_all(seed=seed, device=str(next(hf_model.parameters()).device))
+    return {kind: {k: v for k, v in r.items() if k == "shape" or not isinstance(v, str)} for kind, r in results.items()}
+
+
+def simulate_layer(hf_model, prompt_ids, layer: int, workers=None, schedule=None, seed=0, plan=None):
+    """M2 through the megakernel. workers / schedule / seed are the simulator's knobs: the device runs
+    one worker per SM and its own interleaving, so they are accepted and ignored."""
+    return Megakernel(hf_model, plan=plan, layers=[layer]).run_layer(prompt_ids)
+
+
+def simulate(hf_model, prompt_ids, n_tokens: int, workers=None, schedule=None, seed=0, plan=None) -> DecodeResult:
+    """M3 / M4 / bench through the megakernel: n_tokens greedy steps in one launch."""
+    if plan is None:
+        n_sm = torch.cuda.get_device_properties(next(hf_model.parameters()).device).multi_processor_count
+        plan = decode_plan(hf_model.config, len(prompt_ids) + n_tokens + 1, n_sm)
+    return Megakernel(hf_model, plan=plan).decode(prompt_ids, n_tokens)

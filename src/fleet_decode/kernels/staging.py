@@ -1,0 +1,52 @@
+"""The megakernel's stage table: per task, the one weight range the runtime copies into shared memory
+before the worker waits for the task's inputs (hip/runtime/megakernel.cu, "Staging").
+
+Weights do not depend on activations, so a task's tile can be on the SM by the time its inputs are
+ready, and the task then runs at shared-memory latency instead of HBM's. A task is staged when its
+kind reads its weights through the runtime's staged path (STAGED_KINDS), its static weights are
+ONE contiguous range (norm vectors aside, which stay in L2), the range fits the stage and both ends
+are 16-byte aligned (bulk copies need it). Everything else reads global memory as before.
+"""
+
+import numpy as np
+
+from fleet_decode.graph.format import DType, Kind
+from fleet_decode.graph.reads import weight_reads
+
+WORDS = 3  # FD_STAGE_WORDS: [weight slot, byte offset, bytes]; slot -1: not staged
+NOT_STAGED = (-1, 0, 0)
+# The kinds whose task functions take the weight-load policy (hip/tasks/common.h fd_staged_weights):
+# the attention chain and the router, whose tiles fit a stage; expert and lm_head tiles do not.
+STAGED_KINDS = (Kind.RMSNORM_GEMV, Kind.ROPE_Q_ABSORB, Kind.ATTN_MERGE_UV, Kind.O_PROJ_RESIDUAL, Kind.ROUTER)
+DEVICE_BYTES = {DType.F32: 4, DType.I32: 4, DType.MODEL: 2}  # the device keeps MODEL weights in bf16
+ALIGN = 16
+
+
+def staged_range(task, graph):
+    """(weight slot, byte offset, bytes) of the task's one static matrix range, or None."""
+    if task.kind not in STAGED_KINDS:
+        return None
+    reads = [r for r in weight_reads(task, graph) if r.part == -1 and len(graph.weights[r.weight].shape) > 1]
+    if len(reads) != 1:
+        return None
+    read = reads[0]
+    size = DEVICE_BYTES[graph.weights[read.weight].dtype]
+    return read.weight, read.begin * read.cols * size, read.elements * size
+
+
+def stage_table(graph, capacity: int, weight_addresses=None) -> np.ndarray:
+    """int64 [n_tasks, WORDS]: each task's staged range, NOT_STAGED where it has none, where the range
+    exceeds `capacity` bytes, or (given the weights' device addresses) where a bulk copy of it would be
+    misaligned."""
+    table = np.tile(np.array(NOT_STAGED, dtype=np.int64), (len(graph.tasks), 1))
+    for i, task in enumerate(graph.tasks):
+        found = staged_range(task, graph)
+        if found is None:
+            continue
+        slot, begin, nbytes = found
+        if nbytes > capacity or nbytes % ALIGN or begin % ALIGN:
+            continue
+        if weight_addresses is not None and (weight_addresses[slot] + begin) % ALIGN:
+            continue
+        table[i] = (slot, begin, nbytes)
+    return table

@@ -1,0 +1,74 @@
+"""CPU checks of the megakernel's stage table (fleet_decode.kernels.staging): every staged range lies
+inside its weight and fits the stage, a stage's tiles cover their matrix once, and the kinds the
+runtime cannot stage (experts, lm_head, attention chunks) never are."""
+import numpy as np
+import pytest
+
+from fleet_decode.graph import Plan, build_graph
+from fleet_decode.graph.format import Kind
+from fleet_decode.kernels.staging import DEVICE_BYTES, NOT_STAGED, STAGED_KINDS, WORDS, stage_table
+from fleet_decode.model import get_config
+
+CAPACITY = 128 * 1024
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return build_graph(get_config("deepseek-coder-v2-lite"), Plan(workers=132, max_positions=256, max_steps=4),
+                       layers=[0, 1])
+
+
+def _bytes(graph, slot):
+    w = graph.weights[slot]
+    return int(np.prod(w.shape)) * DEVICE_BYTES[w.dtype]
+
+
+def test_staged_ranges_lie_inside_their_weight_and_fit(graph):
+    table = stage_table(graph, CAPACITY)
+    assert table.shape == (len(graph.tasks), WORDS)
+    staged = [i for i in range(len(graph.tasks)) if table[i, 0] >= 0]
+    assert staged, "the real config's attention chain must stage"
+    for i in staged:
+        slot, begin, nbytes = (int(v) for v in table[i])
+        assert graph.tasks[i].kind in STAGED_KINDS
+        assert 0 < nbytes <= CAPACITY and begin % 16 == 0 and nbytes % 16 == 0
+        assert begin + nbytes <= _bytes(graph, slot), graph.tasks[i].name
+
+
+def test_every_attention_chain_kind_is_staged_at_132_workers(graph):
+    table = stage_table(graph, CAPACITY)
+    for kind in STAGED_KINDS:
+        tasks = [i for i, t in enumerate(graph.tasks) if t.kind == kind]
+        assert tasks and all(table[i, 0] >= 0 for i in tasks), kind.name
+
+
+def test_a_stage_of_tiles_stages_its_matrix_exactly_once(graph):
+    table = stage_table(graph, CAPACITY)
+    q_w = next(i for i, w in enumerate(graph.weights) if w.name == "model.layers.1.self_attn.q_proj.weight")
+    tiles = [i for i, t in enumerate(graph.tasks) if t.name.startswith("L1.q_proj[")]
+    spans = sorted((int(table[i, 1]), int(table[i, 1] + table[i, 2])) for i in tiles)
+    assert all(table[i, 0] == q_w for i in tiles)
+    assert spans[0][0] == 0 and spans[-1][1] == _bytes(graph, q_w)
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))  # contiguous, no overlap
+
+
+def test_nothing_is_staged_without_room_or_on_misaligned_weights(graph):
+    assert (stage_table(graph, 0)[:, 0] == -1).all()
+    addresses = [8] * len(graph.weights)  # every weight 8 bytes off a 16-byte boundary
+    assert (stage_table(graph, CAPACITY, addresses)[:, 0] == -1).all()
+
+
+def test_experts_head_and_chunks_are_never_staged(graph):
+    table = stage_table(graph, 1 << 30)
+    for i, t in enumerate(graph.tasks):
+        if t.kind in (Kind.EXPERT_GATE_UP, Kind.EXPERT_DOWN_ACCUM, Kind.GATE_UP, Kind.DOWN_ACCUM, Kind.ATTN_CHUNK,
+                      Kind.LM_HEAD, Kind.EMBED, Kind.ARGMAX):
+            assert tuple(table[i]) == NOT_STAGED, t.name
+
+
+def test_merge_of_two_heads_is_not_one_range_and_stays_in_global_memory():
+    g = build_graph(get_config("deepseek-coder-v2-lite"),
+                    Plan(workers=16, max_positions=256, max_steps=4, heads_per_tile=2), layers=[1])
+    table = stage_table(g, 1 << 30)
+    merges = [i for i, t in enumerate(g.tasks) if t.kind == Kind.ATTN_MERGE_UV]
+    assert merges and all(table[i, 0] == -1 for i in merges)
