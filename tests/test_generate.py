@@ -221,30 +221,40 @@ def test_every_command_has_help_with_an_example(command, capsys):
     assert out.startswith("example:\n") and f"  fleet-decode {command} " in out and "usage:" in out
 
 
-@pytest.mark.gpu
-def test_gpu_decoder_chains_launches_samples_stops_and_survives_bad_requests():
-    """On the megakernel (kernels.runtime.Megakernel; its kernels are compiled for the real MLA shapes):
-    100 greedy tokens over launches of 16 steps equal one launch of the same graph size; streamed as
-    produced; seeded sampling repeats; a stop id ends it; after each bad request the same decoder
-    decodes the same tokens again."""
+@pytest.fixture(scope="module")
+def gpu_decoder():
+    """The real config's shapes (the kernels are compiled for them), a 256-token prompt, 16-step launches."""
     from fleet_decode.model import prompt_ids
 
-    source = "random:deepseek-coder-v2-lite"
-    ids = prompt_ids(256)
-    chained = Decoder.load(source, device="cuda", max_context=512, max_steps=STEPS_PER_LAUNCH)
+    return Decoder.load("random:deepseek-coder-v2-lite", device="cuda", max_context=512,
+                        max_steps=STEPS_PER_LAUNCH), prompt_ids(256)
+
+
+@pytest.mark.gpu
+def test_gpu_greedy_chains_launches_streams_stops_and_survives_bad_requests(gpu_decoder):
+    """100 greedy tokens over launches of 16 steps equal one launch's; each is streamed as produced; a
+    stop id ends the generation there; after each bad request the same decoder decodes the same tokens."""
+    chained, ids = gpu_decoder
     streamed = []
     out = chained.generate(ids, max_new_tokens=100, stop=(), on_token=lambda i, t: streamed.append((i, t)))
     assert streamed == list(enumerate(out.tokens)) and out.launches == -(-99 // STEPS_PER_LAUNCH)
     one = Decoder.load(chained.model, device="cuda", max_context=512, max_steps=128)
     assert one.generate(ids, max_new_tokens=100, stop=()).tokens == out.tokens
-    a = chained.generate(ids, max_new_tokens=40, temperature=0.8, top_k=50, top_p=0.95, seed=3, stop=())
-    assert a.tokens == chained.generate(ids, max_new_tokens=40, temperature=0.8, top_k=50, top_p=0.95, seed=3,
-                                        stop=()).tokens
-    assert a.tokens != chained.generate(ids, max_new_tokens=40, temperature=0.8, seed=4, stop=()).tokens
     stop_id = out.tokens[30]
     stopped = chained.generate(ids, max_new_tokens=100, stop=[stop_id])
     assert stopped.stopped and stopped.tokens == out.tokens[:out.tokens.index(stop_id) + 1]
-    for kwargs in [dict(prompt=[1, 10 ** 7]), dict(prompt=[]), dict(max_new_tokens=10 ** 6), dict(top_p=0.0)]:
+    for kwargs in [dict(prompt=[1, 10 ** 7]), dict(prompt=[]), dict(max_new_tokens=10 ** 6), dict(top_p=0.0),
+                   dict(temperature=-1.0), dict(top_k=0)]:
         with pytest.raises(InvalidInput):
             chained.generate(**{"prompt": ids, "max_new_tokens": 100, "stop": (), **kwargs})
         assert chained.generate(ids, max_new_tokens=100, stop=()).tokens == out.tokens
+
+
+@pytest.mark.gpu
+def test_gpu_sampling_is_deterministic_per_seed(gpu_decoder):
+    """Needs the runtime's sampling launch argument (fd_task_sample called from the ARGMAX dispatch)."""
+    chained, ids = gpu_decoder
+    draw = lambda seed: chained.generate(ids, max_new_tokens=40, temperature=0.8, top_k=50, top_p=0.95,  # noqa: E731
+                                         seed=seed, stop=()).tokens
+    a = draw(3)
+    assert a == draw(3) and a != draw(4)

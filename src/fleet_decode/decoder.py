@@ -16,6 +16,7 @@ one-line message, and the decoder stays usable.
 
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -222,7 +223,10 @@ class Decoder:
         stop = self.eos if stop is None else tuple(int(s) for s in stop)
         self.check(ids, max_new_tokens, stop)
         self._ensure_context(len(ids) + max_new_tokens)
+        if not sampling.greedy and "sampling" not in inspect.signature(self._engine.generate).parameters:
+            raise InvalidInput("this runtime decodes greedily only: sample with --device cpu, or temperature 0")
         n = len(ids)
+        options = {} if sampling.greedy else {"sampling": sampling}
 
         started = time.perf_counter()
         ref = Reference(self.model, max_positions=n + 1)
@@ -242,8 +246,8 @@ class Decoder:
                 if on_token:
                     on_token(base + index, token)
 
-            result = self._engine.generate(n + len(tokens) - 1, steps, start_token=tokens[-1], sampling=sampling,
-                                           stop_ids=stop, on_token=published, timeout_s=timeout_s)
+            result = self._engine.generate(n + len(tokens) - 1, steps, start_token=tokens[-1], stop_ids=stop,
+                                           on_token=published, timeout_s=timeout_s, **options)
             launches += 1
             tokens += result.tokens
             seconds += result.step_seconds
@@ -266,7 +270,8 @@ class _SimEngine:
     built once; the MLA cache rows carry from launch to launch."""
 
     def __init__(self, model, graph, schedule):
-        from fleet_decode.sim.decode import make_simulator, weight_table
+        from fleet_decode.graph.weights import weight_table
+        from fleet_decode.sim.decode import make_simulator
 
         self.model, self.graph, self.schedule = model, graph, schedule
         self.encoded = graph.encode()
@@ -285,7 +290,8 @@ class _SimEngine:
                 cache[:n_prompt * buf.cols] = rows[:n_prompt].reshape(-1)
                 self.cache[self.graph.buffer_index(name)] = cache
 
-    def generate(self, pos0, n_steps, start_token, sampling, stop_ids, on_token, timeout_s=None) -> SimDecodeResult:
+    def generate(self, pos0, n_steps, start_token, stop_ids=(), on_token=None, timeout_s=None,
+                 sampling=None) -> SimDecodeResult:
         from fleet_decode.graph.format import Kind
         from fleet_decode.sim.runtime import Simulator
 
@@ -303,7 +309,8 @@ class _SimEngine:
                 tokens.append(int(sim.memory.data[tokens_buf][step + 1]))
                 seconds.append(now - last[0])
                 last[0] = now
-                on_token(step, tokens[-1])
+                if on_token:
+                    on_token(step, tokens[-1])
 
         sim.after_task = published
         sim.run(n_steps)
