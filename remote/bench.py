@@ -10,12 +10,13 @@ baselines are, and the evidence says so.
 """
 from fleet_decode.pipeline import backends
 from fleet_decode.pipeline.evidence import Milestone, milestone_args, require
+from fleet_decode.pipeline.milestones import envelope
 
 # On a CPU, CUDA graphs are unavailable and torch.compile would dominate a short run.
 CPU_CONTENDERS = ("hf_eager", "reference_eager")
 
 args = milestone_args(__doc__).parse_args()
-with Milestone("bench", "bench", "bench/bench.json", args) as m:
+with Milestone(*envelope("bench"), args) as m:
     bench = require("fleet_decode.bench", "bench")
     backend = backends.get(m.params)
     model = m.load_model()
@@ -25,7 +26,7 @@ with Milestone("bench", "bench", "bench/bench.json", args) as m:
         model, prompt_lengths=tuple(lengths), decode_tokens=m.params["decode_tokens"],
         runs=m.params.get("bench_runs", 3), device=m.device(), model_source=m.params["model"],
         time_budget_s=m.params.get("bench_time_budget_s"),
-        megakernel=backend.bench_contender(model) if on_gpu else None,
+        megakernel=backends.BenchContender(backend, model) if on_gpu else None,
         contenders=bench.STEP_CONTENDERS if on_gpu else CPU_CONTENDERS)
     headline = bench.headline(result, prompt_length=m.params["prompt_tokens"])
     timed = result["contenders"][headline["timed"]]["lengths"][str(headline["prompt_length"])]

@@ -5,9 +5,10 @@ flags, binary sha256, register/spill counts). The sim backend has nothing to com
 """
 from fleet_decode.pipeline import backends
 from fleet_decode.pipeline.evidence import Milestone, milestone_args
+from fleet_decode.pipeline.milestones import envelope
 
 args = milestone_args(__doc__).parse_args()
-with Milestone("m0_build", "M0", "m0/build.json", args) as m:
+with Milestone(*envelope("m0_build"), args) as m:
     backend = backends.get(m.params)
     m.metrics["backend"] = backend.name
     m.metrics["build"] = backend.build()

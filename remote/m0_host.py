@@ -9,9 +9,10 @@ import time
 import torch
 
 from fleet_decode.pipeline.evidence import Milestone, command_output, milestone_args, require
+from fleet_decode.pipeline.milestones import envelope
 
 args = milestone_args(__doc__).parse_args()
-with Milestone("m0_host", "M0", "m0/host.json", args) as m:
+with Milestone(*envelope("m0_host"), args) as m:
     model_api = require("fleet_decode.model", "M0")
     m.metrics["toolchain"] = {
         tool: (command_output([tool, "--version"]) or "").splitlines()[-1:] or None

@@ -1,13 +1,14 @@
 """M1 kernels: every task kind alone vs a torch reference at the model's shapes (max abs/rel error;
-on a GPU host also each kind's own tolerance, time and bandwidth, from fleet_decode.kernels.check).
+on a GPU host also each kind's own tolerance, time and bandwidth, from fleet_decode.kernels.checks).
 
   PYTHONPATH=src python3 remote/m1_kernels.py --host cpu --params '{"backend": "sim", "model": "tiny", "gates": {"rel_err_max": 1e-4}}' --out /tmp/kernels.json
 """
 from fleet_decode.pipeline import backends
 from fleet_decode.pipeline.evidence import Milestone, milestone_args
+from fleet_decode.pipeline.milestones import envelope
 
 args = milestone_args(__doc__).parse_args()
-with Milestone("m1", "M1", "m1/kernels.json", args) as m:
+with Milestone(*envelope("m1"), args) as m:
     backend = backends.get(m.params)
     model = m.load_model()
     kinds = backend.check_task_kinds(model)

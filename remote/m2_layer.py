@@ -5,17 +5,18 @@
 import torch
 
 from fleet_decode.pipeline import backends
-from fleet_decode.pipeline.evidence import Milestone, milestone_args
+from fleet_decode.pipeline.evidence import Milestone, milestone_args, require
+from fleet_decode.pipeline.milestones import envelope
 
 parser = milestone_args(__doc__)
 parser.add_argument("--layer", type=int, required=True)
 args = parser.parse_args()
-with Milestone("m2", "M2", f"m2/layer_{args.layer}.json", args) as m:
+with Milestone(*envelope("m2", layer=args.layer), args) as m:
     backend = backends.get(m.params)
     model = m.load_model()
     prompt = m.prompt(model)
     out, ref = (torch.as_tensor(t).float() for t in backend.layer(model, prompt, args.layer))
-    rel = float((out - ref).norm() / ref.norm().clamp_min(1e-30))
+    rel = require("fleet_decode.model.compare", "M2").relative_error(out, ref)
     m.metrics.update(backend=backend.name, layer=args.layer, rel_err=rel,
                      max_abs=float((out - ref).abs().max()), shape=list(out.shape))
     m.gate("rel_err", rel, "<=", m.params["gates"]["rel_err_max"])

@@ -7,10 +7,11 @@ import torch
 
 from fleet_decode.pipeline import backends
 from fleet_decode.pipeline.evidence import Milestone, milestone_args, require
+from fleet_decode.pipeline.milestones import envelope
 
 
 args = milestone_args(__doc__).parse_args()
-with Milestone("m3", "M3", "m3/layers.json", args) as m:
+with Milestone(*envelope("m3"), args) as m:
     model_api = require("fleet_decode.model", "M3")
     backend = backends.get(m.params)
     model = m.load_model()

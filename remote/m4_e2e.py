@@ -10,9 +10,10 @@ import torch
 
 from fleet_decode.pipeline import backends
 from fleet_decode.pipeline.evidence import Milestone, milestone_args, require
+from fleet_decode.pipeline.milestones import envelope
 
 args = milestone_args(__doc__).parse_args()
-with Milestone("m4", "M4", "m4/e2e.json", args) as m:
+with Milestone(*envelope("m4"), args) as m:
     model_api = require("fleet_decode.model", "M4")
     backend = backends.get(m.params)
     model = m.load_model()

@@ -2,10 +2,12 @@
 rule bench:
     input:
         sources=rule_sources("bench"),
-        trigger=trigger("bench/bench.json"),
-        after=evidence("m4/e2e.json"),
+        trigger=trigger("bench"),
+        after=evidence("m4"),
     output:
-        report(evidence("bench/bench.json"), caption="../report_templates/captions/bench.rst",
+        report(evidence("bench"), caption="../report_templates/captions/bench.rst",
                category="bench", subcategory="{host}"),
+    params:
+        script=script_of("bench"),
     run:
-        run_on_host(wildcards, "bench", output[0], "bench/bench.json")
+        run_on_host(wildcards, "bench", output[0])

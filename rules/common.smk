@@ -21,6 +21,7 @@ sys.path.insert(0, str(ROOT / "src"))  # fleet_decode may be importable only fro
 from fleet_decode.pipeline import config as pipeline_config
 from fleet_decode.pipeline import audit
 from fleet_decode.pipeline.audit import evidence_state, report_state
+from fleet_decode.pipeline.milestones import MILESTONES
 from fleet_decode.pipeline.sources import EVIDENCE, declared_files
 from fleet_decode.pipeline.run import deploy, run_rule
 
@@ -34,19 +35,29 @@ REPORT_STAMP = f"results/{audit.REPORT_STAMP}"
 
 wildcard_constraints:
     host="|".join(map(re.escape, config["hosts"])),
-    layer="[01]",
+    layer="|".join(MILESTONES["m2"].wildcards["layer"]),
 
 
 def rule_sources(rule_name):
     return ancient([str(ROOT / p) for p in declared_files(ROOT, rule_name)])
 
 
-def evidence(rel):
-    return f"results/{{host}}/{rel}"
+def evidence(milestone):
+    """The milestone's evidence file (with the {host} wildcard and any of its own)."""
+    return f"results/{{host}}/{MILESTONES[milestone].evidence}"
 
 
-def trigger(rel):
-    return f".work/triggers/{{host}}/{rel}.trigger"
+def every_evidence(milestone):
+    """All of a milestone's evidence files for one {host}: every value of its own wildcards."""
+    return [f"results/{{host}}/{rel}" for rel in MILESTONES[milestone].evidence_files()]
+
+
+def trigger(milestone):
+    return f".work/triggers/{{host}}/{MILESTONES[milestone].evidence}.trigger"
+
+
+def script_of(milestone):
+    return MILESTONES[milestone].script
 
 
 def _set_mtime(path, stamp):
@@ -88,5 +99,7 @@ def _refresh_triggers():
 _refresh_triggers()
 
 
-def run_on_host(wildcards, rule_name, output_path, rel, *extra):
-    run_rule(config, wildcards.host, rule_name, output_path, rel, ROOT, extra)
+def run_on_host(wildcards, rule_name, output_path):
+    milestone, own = MILESTONES[rule_name], {k: wildcards[k] for k in MILESTONES[rule_name].wildcards}
+    run_rule(config, wildcards.host, rule_name, output_path, milestone.evidence.format(**own), ROOT,
+             [argument.format(**own) for argument in milestone.arguments])

@@ -2,21 +2,25 @@
 rule m0_host:
     input:
         sources=rule_sources("m0_host"),
-        trigger=trigger("m0/host.json"),
+        trigger=trigger("m0_host"),
     output:
-        report(evidence("m0/host.json"), caption="../report_templates/captions/m0.rst",
+        report(evidence("m0_host"), caption="../report_templates/captions/m0.rst",
                category="M0 host", subcategory="{host}"),
+    params:
+        script=script_of("m0_host"),
     run:
-        run_on_host(wildcards, "m0_host", output[0], "m0/host.json")
+        run_on_host(wildcards, "m0_host", output[0])
 
 
 rule m0_build:
     input:
         sources=rule_sources("m0_build"),
-        trigger=trigger("m0/build.json"),
-        after=evidence("m0/host.json"),
+        trigger=trigger("m0_build"),
+        after=evidence("m0_host"),
     output:
-        report(evidence("m0/build.json"), caption="../report_templates/captions/m0.rst",
+        report(evidence("m0_build"), caption="../report_templates/captions/m0.rst",
                category="M0 host", subcategory="{host}"),
+    params:
+        script=script_of("m0_build"),
     run:
-        run_on_host(wildcards, "m0_build", output[0], "m0/build.json")
+        run_on_host(wildcards, "m0_build", output[0])

@@ -2,11 +2,12 @@
 rule m2:
     input:
         sources=rule_sources("m2"),
-        trigger=trigger("m2/layer_{layer}.json"),
-        after=evidence("m1/kernels.json"),
+        trigger=trigger("m2"),
+        after=evidence("m1"),
     output:
-        report(evidence("m2/layer_{layer}.json"), caption="../report_templates/captions/m2.rst",
+        report(evidence("m2"), caption="../report_templates/captions/m2.rst",
                category="M2 layer", subcategory="{host}"),
+    params:
+        script=script_of("m2"),
     run:
-        run_on_host(wildcards, "m2", output[0], f"m2/layer_{wildcards.layer}.json",
-                    "--layer", wildcards.layer)
+        run_on_host(wildcards, "m2", output[0])

@@ -2,10 +2,12 @@
 rule m3:
     input:
         sources=rule_sources("m3"),
-        trigger=trigger("m3/layers.json"),
-        after=[evidence("m2/layer_0.json"), evidence("m2/layer_1.json")],
+        trigger=trigger("m3"),
+        after=every_evidence("m2"),
     output:
-        report(evidence("m3/layers.json"), caption="../report_templates/captions/m3.rst",
+        report(evidence("m3"), caption="../report_templates/captions/m3.rst",
                category="M3 step", subcategory="{host}"),
+    params:
+        script=script_of("m3"),
     run:
-        run_on_host(wildcards, "m3", output[0], "m3/layers.json")
+        run_on_host(wildcards, "m3", output[0])

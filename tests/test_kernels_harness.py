@@ -7,16 +7,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fleet_decode.kernels.check import Shapes, check_all
+from fleet_decode.graph.format import Kind
+from fleet_decode.kernels.checks import Shapes, check_all
 
 EPS = 1e-6
 SMALL = Shapes(hidden=128, heads=2, kv_lora=32, rope=8, nope=16, v_head=16, experts=8, top_k=2, moe_inter=32,
                shared_inter=64, dense_inter=96, vocab=500, cache_len=40, n_pos=37, chunk_len=8)
-BF16_KINDS = {"embed", "rmsnorm_gemv", "rope_cache", "q_absorb", "rope_q_absorb", "attention_chunk", "attention_merge",
-              "attention_merge_uv", "wuv_oproj", "router_topk", "router_tiles", "expert_gate_up", "expert_gate_up:shared",
-              "expert_gate_up:dense", "expert_down", "expert_down:dense", "lm_head", "argmax"}
-KINDS = BF16_KINDS | {kind + ":f32" for kind in BF16_KINDS - {"q_absorb", "attention_merge", "argmax"}} \
-    | {"down_accum:f32"}
+F32_ROWS = {kind.name for kind in Kind} | {"GATE_UP:dense"}  # as the simulator's M1 rows, plus a second width
+ROWS = F32_ROWS | {row + ":bf16" for row in F32_ROWS}
 
 
 def st(t, dtype):
@@ -55,13 +53,6 @@ class TorchTaskKernels:
         kpe_cache[pos] = rotate(kv_a[latent:], cos[pos], sin[pos], torch.bfloat16)
         ckv_cache[pos] = rms_norm(kv_a[:latent], kv_norm_weight)
 
-    def q_absorb(self, q, kv_b, q_lat, cols_per_tile=128):
-        heads, latent = q_lat.shape
-        head_rows = kv_b.shape[0] // heads
-        nope = head_rows // 2
-        w_uk = kv_b.view(heads, head_rows, latent)[:, :nope].float()
-        q_lat.copy_(torch.einsum("hd,hdc->hc", q.view(heads, -1)[:, :nope].float(), w_uk))
-
     def rope_q_absorb(self, q, w_uk_parts, parts, cos, sin, pos, q_lat, q_pe_out, units_per_tile=1):
         heads, latent = q_lat.shape
         cols = latent // parts
@@ -97,18 +88,6 @@ class TorchTaskKernels:
         self.attention_merge(part_ml[..., 0], part_ml[..., 1], part_o, out_lat)
         self.wuv(out_lat, kv_b, attn_out)
 
-    def wuv_oproj(self, out_lat, kv_b, o_proj, residual, attn_out, out, wuv_rows_per_tile=16, oproj_rows_per_tile=16):
-        self.wuv(out_lat, kv_b, attn_out)
-        self.rmsnorm_gemv(attn_out, None, 0.0, o_proj, out, oproj_rows_per_tile, residual)
-
-    def router_topk(self, x, norm_weight, eps, w_router, top_k, routed_scaling, probs, topk_idx, topk_weight,
-                    threads=256):
-        p = torch.softmax(w_router @ rms_norm(x, norm_weight), -1)
-        chosen = sorted(sorted(range(p.numel()), key=lambda e: (-p[e].item(), e))[:top_k])
-        probs.copy_(p)
-        topk_idx.copy_(torch.tensor(chosen, dtype=torch.int32))
-        topk_weight.copy_(p[chosen] * routed_scaling)
-
     def router_tiles(self, x, norm_weight, eps, w_router, rows_per_tile, top_k, routed_scaling, logits, probs,
                      topk_idx, topk_weight):
         xn = rms_norm(x, norm_weight)
@@ -130,18 +109,10 @@ class TorchTaskKernels:
             g, u = st(gate.float() @ xn, x.dtype), st(up.float() @ xn, x.dtype)
             act[slot] = st(F.silu(g), x.dtype) * u
 
-    def expert_down(self, down_w, expert_idx, topk_weight, act, shared_down, shared_act, residual, out, rows_per_tile):
-        dt = out.dtype
-        shared = st(shared_down.float() @ shared_act.float(), dt)
-        if act is None:
-            mlp = shared
-        else:
-            routed = sum(topk_weight[s] * st(down_w[int(e)].float() @ act[s].float(), dt)
-                         for s, e in enumerate(expert_idx))
-            mlp = st(st(routed, dt) + shared, dt)
-        out.copy_(residual.float() + mlp)
-
     def down_accum(self, down_w, expert_stride, expert_idx, expert_weight, act, h_out, rows_per_tile):
+        if expert_idx is None:  # one plain matrix, weight 1
+            h_out += down_w.float() @ act[0].float()
+            return
         for slot, e in enumerate(expert_idx.tolist()):
             h_out += expert_weight[slot] * (down_w[e].float() @ act[slot].float())
 
@@ -160,11 +131,12 @@ class TorchTaskKernels:
 
 @pytest.fixture(scope="module")
 def correct_results():
-    return check_all(seed=0, device="cpu", lib=TorchTaskKernels(), shapes=SMALL)
+    return check_all(seed=0, device="cpu", lib=TorchTaskKernels(), shapes=SMALL,
+                     activations=(torch.float32, torch.bfloat16))
 
 
 def test_harness_passes_a_correct_model_of_every_kernel(correct_results):
-    assert set(correct_results) == KINDS
+    assert set(correct_results) == ROWS
     failed = {k: r["note"] or r for k, r in correct_results.items() if not r["passed"]}
     assert not failed
     for kind, r in correct_results.items():
@@ -208,9 +180,10 @@ class RoundsFp32ToBf16(TorchTaskKernels):
 
 
 class ExpertsInDescendingOrder(TorchTaskKernels):
-    def router_topk(self, x, norm_weight, eps, w_router, top_k, routed_scaling, probs, topk_idx, topk_weight,
-                    threads=256):
-        super().router_topk(x, norm_weight, eps, w_router, top_k, routed_scaling, probs, topk_idx, topk_weight)
+    def router_tiles(self, x, norm_weight, eps, w_router, rows_per_tile, top_k, routed_scaling, logits, probs,
+                     topk_idx, topk_weight):
+        super().router_tiles(x, norm_weight, eps, w_router, rows_per_tile, top_k, routed_scaling, logits, probs,
+                             topk_idx, topk_weight)
         topk_idx.copy_(topk_idx.flip(0))
         topk_weight.copy_(topk_weight.flip(0))
 
@@ -228,15 +201,22 @@ class OverwritesInsteadOfAdding(TorchTaskKernels):
         super().down_accum(down_w, expert_stride, expert_idx, expert_weight, act, h_out, rows_per_tile)
 
 
+class DropsTheResidual(TorchTaskKernels):
+    def rmsnorm_gemv(self, x, norm_weight, eps, W, out, rows_per_tile, residual=None):
+        super().rmsnorm_gemv(x, norm_weight, eps, W, out, rows_per_tile)
+
+
 @pytest.mark.parametrize("model, kind", [
-    (UnwrittenRow, "rmsnorm_gemv"),
-    (HalvesRope, "rope_cache"),
-    (WritesOtherCacheRows, "rope_cache"),
-    (LastIndexOnTies, "argmax"),
-    (RoundsFp32ToBf16, "expert_gate_up:f32"),
-    (ExpertsInDescendingOrder, "router_topk"),
-    (RouterSkipsLastTile, "router_tiles"),
-    (OverwritesInsteadOfAdding, "down_accum:f32"),
+    (UnwrittenRow, "RMSNORM_GEMV"),
+    (DropsTheResidual, "O_PROJ_RESIDUAL"),
+    (HalvesRope, "CACHE_APPEND"),
+    (WritesOtherCacheRows, "CACHE_APPEND"),
+    (LastIndexOnTies, "ARGMAX"),
+    (RoundsFp32ToBf16, "EXPERT_GATE_UP"),
+    (ExpertsInDescendingOrder, "ROUTE_TOPK"),
+    (RouterSkipsLastTile, "ROUTER"),
+    (OverwritesInsteadOfAdding, "DOWN_ACCUM"),
+    (OverwritesInsteadOfAdding, "EXPERT_DOWN_ACCUM"),
 ])
 def test_harness_fails_a_planted_bug(model, kind):
     results = check_all(seed=0, device="cpu", lib=model(), shapes=SMALL, kinds=[kind])

@@ -1,4 +1,4 @@
-"""Staleness by content (issue 4, point 4), through `snakemake -n` in fresh clones of a repo whose
+"""Staleness by content, through `snakemake -n` in fresh clones of a repo whose
 committed evidence came from a real run of the default workflow."""
 import shutil
 from pathlib import Path

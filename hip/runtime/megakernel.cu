@@ -161,33 +161,72 @@ __device__ __forceinline__ void fd_with_weights(bool staged, F f) {
   f(fd_global_weights{});
 }
 
+// The task about to run, resolved from its record BEFORE its wait: the record's fields and the
+// buffer and weight tables are dependent loads that would otherwise stand between the inputs being
+// ready and the task's first useful load. Written by a few threads, published by the wait's barrier.
+struct fd_task_view {
+  void* buf[FD_MAX_BUFFERS];
+  const void* wt[FD_MAX_WEIGHTS];
+  int wt_slot[FD_MAX_WEIGHTS];
+  int arg[FD_MAX_ARGS];
+  int b0, b1, slot;
+  int act_len;  // a DOWN_ACCUM's act length (the down matrix's width): its act buffer's size
+};
+
+// The header's model constants, read once per launch.
+struct fd_model_constants {
+  int hidden, inter, vocab, n_experts, top_k;
+  float eps, attn_scale, routed_scaling;
+};
+
+// Threads 0 .. FD_MAX_BUFFERS + FD_MAX_WEIGHTS of the block resolve one entry each.
+__device__ __forceinline__ void fd_resolve_task(const fd_launch_args& a, const int* h, const int* rec,
+                                                fd_task_view& v) {
+  const int i = threadIdx.x;
+  if (i < FD_MAX_BUFFERS) {
+    const int b = rec[FD_T_BUF0 + i];
+    v.buf[i] = b >= 0 ? a.buffers[b] : nullptr;
+  } else if (i < FD_MAX_BUFFERS + FD_MAX_WEIGHTS) {
+    const int j = i - FD_MAX_BUFFERS, w = rec[FD_T_WT0 + j];
+    v.wt[j] = w >= 0 ? a.weights[w] : nullptr;
+    v.wt_slot[j] = w;
+  } else if (i == FD_MAX_BUFFERS + FD_MAX_WEIGHTS) {
+    v.b0 = rec[FD_T_TILE_BEGIN];
+    v.b1 = rec[FD_T_TILE_END];
+    v.slot = rec[FD_T_SLOT];
+    for (int k = 0; k < FD_MAX_ARGS; ++k) v.arg[k] = rec[FD_T_ARG0 + k];
+    v.act_len = 0;
+    if (rec[FD_T_KIND] == FD_KIND_DOWN_ACCUM) {
+      const int* act = h + h[FD_H_BUFFERS_AT] + rec[FD_T_BUF0 + FD_DOWN_ACCUM_BUF_ACT] * FD_BUFFER_WORDS;
+      v.act_len = act[FD_B_ROWS] * act[FD_B_COLS];
+    }
+  }
+}
+
 // into: where an adding task adds (its own scratch row, or h_out itself when it is the only adder).
 // staged_slot >= 0: that weight operand is read from the stage, staged_base being where its byte 0
 // would lie (the stage minus the staged range's offset), so the task's own indexing is unchanged.
-__device__ void fd_run_task(const fd_launch_args& a, const int* h, const int* rec, int step, float* into, void* smem,
-                            int staged_slot, const char* staged_base) {
-  void* const* B = a.buffers;
-  const int* buf = rec + FD_T_BUF0;
-  const int* wt = rec + FD_T_WT0;
-  const int b0 = rec[FD_T_TILE_BEGIN], b1 = rec[FD_T_TILE_END], slot = rec[FD_T_SLOT];
-  const int hidden = h[FD_H_HIDDEN], inter = h[FD_H_MOE_INTER], vocab = h[FD_H_VOCAB];
+__device__ void fd_run_task(const fd_launch_args& a, const fd_model_constants& c, const fd_task_view& v, int kind,
+                            int step, float* into, void* smem, int staged_slot, const char* staged_base) {
+  const int b0 = v.b0, b1 = v.b1, slot = v.slot;
+  const int hidden = c.hidden, inter = c.inter, vocab = c.vocab;
   const int pos = a.pos0 + step;
-  const float eps = fd_header_f32(h, FD_H_RMS_EPS_F32);
+  const float eps = c.eps;
   const bool staged = staged_slot >= 0;
   auto weight = [&](int operand) -> const void* {
     if constexpr (kStaging) {
-      if (wt[operand] == staged_slot) return staged_base;
+      if (v.wt_slot[operand] == staged_slot) return staged_base;
     }
-    return a.weights[wt[operand]];
+    return v.wt[operand];
   };
-  auto F = [&](int operand) { return static_cast<float*>(B[buf[operand]]); };
-  auto I = [&](int operand) { return static_cast<int*>(B[buf[operand]]); };
-  auto M = [&](int operand) { return static_cast<fd_bf16*>(B[buf[operand]]); };
+  auto F = [&](int operand) { return static_cast<float*>(v.buf[operand]); };
+  auto I = [&](int operand) { return static_cast<int*>(v.buf[operand]); };
+  auto M = [&](int operand) { return static_cast<fd_bf16*>(v.buf[operand]); };
   auto WM = [&](int operand) { return static_cast<const fd_bf16*>(weight(operand)); };
   auto WF = [&](int operand) { return static_cast<const float*>(weight(operand)); };
   const float* none = nullptr;
 
-  switch (rec[FD_T_KIND]) {
+  switch (kind) {
     case FD_KIND_EMBED:
       fd_task_embed(WM(FD_EMBED_WT_EMBED), I(FD_EMBED_BUF_TOKENS) + step, hidden, b0, b1, F(FD_EMBED_BUF_OUT));
       break;
@@ -201,7 +240,7 @@ __device__ void fd_run_task(const fd_launch_args& a, const int* h, const int* re
     case FD_KIND_ROPE_Q_ABSORB:
       fd_with_weights(staged, [&](auto wl) {
         fd_task_rope_q_absorb<float, decltype(wl)>(
-            F(FD_ROPE_Q_ABSORB_BUF_Q), WM(FD_ROPE_Q_ABSORB_WT_W_UK), rec[FD_T_ARG0 + FD_ROPE_Q_ABSORB_ARG_PARTS],
+            F(FD_ROPE_Q_ABSORB_BUF_Q), WM(FD_ROPE_Q_ABSORB_WT_W_UK), v.arg[FD_ROPE_Q_ABSORB_ARG_PARTS],
             WF(FD_ROPE_Q_ABSORB_WT_ROPE_COS), WF(FD_ROPE_Q_ABSORB_WT_ROPE_SIN), pos, b0, b1,
             F(FD_ROPE_Q_ABSORB_BUF_Q_LAT), F(FD_ROPE_Q_ABSORB_BUF_Q_PE), smem);
       });
@@ -214,7 +253,7 @@ __device__ void fd_run_task(const fd_launch_args& a, const int* h, const int* re
     case FD_KIND_ATTN_CHUNK: {
       float* part_ml = F(FD_ATTN_CHUNK_BUF_PART_ML) + 2 * slot * kHeads;
       fd_task_attention_chunk(F(FD_ATTN_CHUNK_BUF_Q_LAT), F(FD_ATTN_CHUNK_BUF_Q_PE), M(FD_ATTN_CHUNK_BUF_CKV),
-                              M(FD_ATTN_CHUNK_BUF_KPE), pos + 1, b0, b1, fd_header_f32(h, FD_H_ATTN_SCALE_F32), part_ml,
+                              M(FD_ATTN_CHUNK_BUF_KPE), pos + 1, b0, b1, c.attn_scale, part_ml,
                               part_ml + 1, 2, F(FD_ATTN_CHUNK_BUF_PART_O) + static_cast<size_t>(slot) * kHeads * kLatent,
                               smem);
       break;
@@ -223,7 +262,7 @@ __device__ void fd_run_task(const fd_launch_args& a, const int* h, const int* re
       const float* part_ml = F(FD_ATTN_MERGE_UV_BUF_PART_ML);
       fd_with_weights(staged, [&](auto wl) {
         fd_task_attention_merge_uv<float, decltype(wl)>(
-            part_ml, part_ml + 1, 2, F(FD_ATTN_MERGE_UV_BUF_PART_O), rec[FD_T_ARG0 + FD_ATTN_MERGE_UV_ARG_N_CHUNKS],
+            part_ml, part_ml + 1, 2, F(FD_ATTN_MERGE_UV_BUF_PART_O), v.arg[FD_ATTN_MERGE_UV_ARG_N_CHUNKS],
             WM(FD_ATTN_MERGE_UV_WT_KV_B), b0, b1, F(FD_ATTN_MERGE_UV_BUF_ATTN_OUT), smem);
       });
       break;
@@ -244,8 +283,7 @@ __device__ void fd_run_task(const fd_launch_args& a, const int* h, const int* re
       });
       break;
     case FD_KIND_ROUTE_TOPK:
-      fd_task_route_topk(F(FD_ROUTE_TOPK_BUF_LOGITS), h[FD_H_N_EXPERTS], h[FD_H_TOP_K],
-                         fd_header_f32(h, FD_H_ROUTED_SCALING_F32), nullptr, I(FD_ROUTE_TOPK_BUF_ROUTE_IDX),
+      fd_task_route_topk(F(FD_ROUTE_TOPK_BUF_LOGITS), c.n_experts, c.top_k, c.routed_scaling, nullptr, I(FD_ROUTE_TOPK_BUF_ROUTE_IDX),
                          F(FD_ROUTE_TOPK_BUF_ROUTE_W), static_cast<float*>(smem));
       break;
     case FD_KIND_GATE_UP:
@@ -253,14 +291,12 @@ __device__ void fd_run_task(const fd_launch_args& a, const int* h, const int* re
                              WM(FD_GATE_UP_WT_UP), 0LL, static_cast<const int*>(nullptr), 0, hidden, b0, b1,
                              F(FD_GATE_UP_BUF_ACT), smem);
       break;
-    case FD_KIND_DOWN_ACCUM: {
+    case FD_KIND_DOWN_ACCUM:
       // The act length (the down matrix's width) differs between the dense MLP and the shared
       // experts and is not in the task record: it is the act buffer's size.
-      const int* act_rec = h + h[FD_H_BUFFERS_AT] + buf[FD_DOWN_ACCUM_BUF_ACT] * FD_BUFFER_WORDS;
       fd_task_down_accum(WM(FD_DOWN_ACCUM_WT_DOWN), 0LL, static_cast<const int*>(nullptr), none, 0,
-                         F(FD_DOWN_ACCUM_BUF_ACT), act_rec[FD_B_ROWS] * act_rec[FD_B_COLS], b0, b1, into, smem);
+                         F(FD_DOWN_ACCUM_BUF_ACT), v.act_len, b0, b1, into, smem);
       break;
-    }
     case FD_KIND_EXPERT_GATE_UP: {
       const fd_bf16* gate_up = WM(FD_EXPERT_GATE_UP_WT_GATE_UP);
       fd_task_expert_gate_up(F(FD_EXPERT_GATE_UP_BUF_X), WM(FD_EXPERT_GATE_UP_WT_NORM), eps, gate_up,
@@ -280,7 +316,7 @@ __device__ void fd_run_task(const fd_launch_args& a, const int* h, const int* re
                       I(FD_LM_HEAD_BUF_PART_IDX), smem);
       break;
     case FD_KIND_ARGMAX:
-      fd_task_argmax(F(FD_ARGMAX_BUF_PART_MAX), I(FD_ARGMAX_BUF_PART_IDX), rec[FD_T_ARG0 + FD_ARGMAX_ARG_N_TILES],
+      fd_task_argmax(F(FD_ARGMAX_BUF_PART_MAX), I(FD_ARGMAX_BUF_PART_IDX), v.arg[FD_ARGMAX_ARG_N_TILES],
                      nullptr, I(FD_ARGMAX_BUF_TOKENS), step + 1);
       break;
     default:
@@ -313,15 +349,17 @@ __device__ void fd_sum_partials(float* rows, int n, int row_length, int r0, int 
 }
 
 // The buffer an adding task adds into (its h_out operand).
-__device__ __forceinline__ float* fd_accumulated(const fd_launch_args& a, const int* rec) {
-  const int operand = rec[FD_T_KIND] == FD_KIND_DOWN_ACCUM ? FD_DOWN_ACCUM_BUF_H_OUT : FD_EXPERT_DOWN_ACCUM_BUF_H_OUT;
-  return static_cast<float*>(a.buffers[rec[FD_T_BUF0 + operand]]);
+__device__ __forceinline__ float* fd_accumulated(const fd_task_view& v, int kind) {
+  const int operand = kind == FD_KIND_DOWN_ACCUM ? FD_DOWN_ACCUM_BUF_H_OUT : FD_EXPERT_DOWN_ACCUM_BUF_H_OUT;
+  return static_cast<float*>(v.buf[operand]);
 }
 
 __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_args a, unsigned long long timeout_ticks) {
   extern __shared__ __align__(128) unsigned char fd_smem[];
   __shared__ __align__(8) uint64_t stage_barrier;
   __shared__ int proceed, last_adder;
+  __shared__ fd_task_view view;
+  __shared__ fd_model_constants constants;
   unsigned char* stage = fd_smem + FD_SCRATCH_SMEM_BYTES;
   const int* h = a.blob;
   const int* tasks = h + h[FD_H_TASKS_AT];
@@ -333,6 +371,14 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
   uint32_t stage_parity = 0;
   if (threadIdx.x == 0) {
     fd_stage_barrier_init(&stage_barrier);
+    constants = {h[FD_H_HIDDEN],
+                 h[FD_H_MOE_INTER],
+                 h[FD_H_VOCAB],
+                 h[FD_H_N_EXPERTS],
+                 h[FD_H_TOP_K],
+                 fd_header_f32(h, FD_H_RMS_EPS_F32),
+                 fd_header_f32(h, FD_H_ATTN_SCALE_F32),
+                 fd_header_f32(h, FD_H_ROUTED_SCALING_F32)};
     if (blockIdx.x == 0) a.step_ticks[0] = fd_wall_ticks();
   }
   __syncthreads();
@@ -342,6 +388,9 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
       const int t = list[i];
       const int* rec = tasks + static_cast<size_t>(t) * FD_TASK_WORDS;
       const int* order = a.add_order + t * FD_ADD_ORDER_WORDS;
+      const int kind = rec[FD_T_KIND], out_event = rec[FD_T_OUT_EVENT];
+      const int add_group = order[0], add_rank = order[1], add_size = order[2], add_row = order[3];
+      fd_resolve_task(a, h, rec, view);  // published to the block by the barrier after the wait
       unsigned long long* tr =
           a.trace != nullptr && threadIdx.x == 0
               ? a.trace + (static_cast<size_t>(step) * h[FD_H_N_TASKS] + t) * FD_TRACE_WORDS
@@ -366,7 +415,7 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
           const int e = rec[FD_T_IN0_EVENT + 2 * j], lag = rec[FD_T_IN0_LAG + 2 * j];
           ok = fd_wait_counter(a, timeout_ticks, a.counters + e,
                                events[e * FD_EVENT_WORDS + FD_E_TRIGGERS] * (step + 1 - lag), t, e, step,
-                               rec[FD_T_KIND]);
+                               kind);
         }
         // Every task of step s comes after step s - 1's token: a stop there ends the launch here.
         if (ok && step > 0 && i == first) {
@@ -387,29 +436,33 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
         fd_stage_wait(&stage_barrier, stage_parity);
         stage_parity ^= 1;
       }
-      const bool adds = rec[FD_T_KIND] == FD_KIND_DOWN_ACCUM || rec[FD_T_KIND] == FD_KIND_EXPERT_DOWN_ACCUM;
-      float* into = order[0] >= 0 ? a.partials + order[3] : adds ? fd_accumulated(a, rec) : nullptr;
-      fd_run_task(a, h, rec, step, into, fd_smem, staged_slot,
+      const bool adds = kind == FD_KIND_DOWN_ACCUM || kind == FD_KIND_EXPERT_DOWN_ACCUM;
+      // Read from the view now: the next task's view may be written as soon as this task's last barrier passes.
+      float* summed = adds ? fd_accumulated(view, kind) : nullptr;
+      const int tile_begin = view.b0, tile_end = view.b1;
+      int* token_row = kind == FD_KIND_ARGMAX ? static_cast<int*>(view.buf[FD_ARGMAX_BUF_TOKENS]) : nullptr;
+      float* into = add_group >= 0 ? a.partials + add_row : summed;
+      fd_run_task(a, constants, view, kind, step, into, fd_smem, staged_slot,
                   staged_slot >= 0 ? reinterpret_cast<const char*>(stage) - st[1] : nullptr);
       __syncthreads();
-      if (order[0] >= 0) {
+      if (add_group >= 0) {
         if (threadIdx.x == 0) {
-          const int before = fd_atomic_add_acq_rel(a.arrivals + order[0], 1);
-          last_adder = before == (step + 1) * order[2] - 1;  // arrivals never reset: n per step
+          const int before = fd_atomic_add_acq_rel(a.arrivals + add_group, 1);
+          last_adder = before == (step + 1) * add_size - 1;  // arrivals never reset: n per step
         }
         __syncthreads();
         if (last_adder) {
-          fd_sum_partials(a.partials + order[3] - static_cast<size_t>(order[1]) * a.partial_row, order[2],
-                          a.partial_row, rec[FD_T_TILE_BEGIN], rec[FD_T_TILE_END], fd_accumulated(a, rec));
+          fd_sum_partials(a.partials + add_row - static_cast<size_t>(add_rank) * a.partial_row, add_size,
+                          a.partial_row, tile_begin, tile_end, summed);
           __syncthreads();
         }
       }
       if (threadIdx.x == 0) {
-        if (rec[FD_T_KIND] == FD_KIND_ARGMAX) {
-          fd_after_token(a, step, static_cast<const int*>(a.buffers[rec[FD_T_BUF0 + FD_ARGMAX_BUF_TOKENS]])[step + 1]);
+        if (kind == FD_KIND_ARGMAX) {
+          fd_after_token(a, step, token_row[step + 1]);
           a.step_ticks[step + 1] = fd_wall_ticks();
         }
-        if (rec[FD_T_OUT_EVENT] >= 0) fd_signal_add_release(a.counters + rec[FD_T_OUT_EVENT], 1);
+        if (out_event >= 0) fd_signal_add_release(a.counters + out_event, 1);
         fd_trace_mark(tr, FD_TR_DONE);
       }
     }

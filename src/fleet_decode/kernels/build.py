@@ -1,21 +1,24 @@
-"""Builds hip/ (the task kernels, and the runtime once it exists) into one shared library with a
-C ABI, and writes build.json beside it: compiler and version, flags, the sha256 of every source
-and of the binary, and per-kernel registers / spills as the compiler reports them.
+"""Builds hip/ (the task kernels and the runtime) into one shared library with a C ABI, and writes
+build.json beside it: compiler and version, flags, the sha256 of every source and of the binary,
+and per-kernel registers / spills as the compiler reports them.
 
     python -m fleet_decode.kernels.build --arch sm_90a            # nvcc, NVIDIA H100/H200
     python -m fleet_decode.kernels.build --arch gfx90a --out DIR  # hipcc (HIP_PLATFORM=amd), MI200
-    python -m fleet_decode.kernels.build --arch gfx942            # MI300 (needs a ROCm >= 5.7 clang)
-    python -m fleet_decode.kernels.build --arch sm_90a --objects-only   # compile check, no link
+    python -m fleet_decode.kernels.build --arch gfx942             # hipcc of a ROCm >= 5.7, MI300
+    python -m fleet_decode.kernels.build --arch gfx942 --device-only   # clang++-19: device code only
+    python -m fleet_decode.kernels.build --arch sm_90a --objects-only  # compile check, no link
 
 Every .cu file is compiled on its own (in parallel) and the objects are linked with the same
 driver. nvcc: -O3 -gencode=arch=compute_90a,code=sm_90a -Xptxas -v (the -gencode form, since
 `-arch=sm_90a` also runs a plain sm_90 pass). hipcc: HIP_PLATFORM=amd, --offload-arch, with
 -Rpass-analysis=kernel-resource-usage for the register report (Debian's hipcc otherwise picks
-nvcc whenever nvcc is on PATH).
+nvcc whenever nvcc is on PATH). --device-only: an upstream clang (Debian's clang-19, $HIP_CLANG)
+with the installed HIP headers generates the device assembly of an arch the installed ROCm is too
+old for (the MI300X's gfx942), without the device libraries, so nothing is linked: enough to read
+its registers and spills.
 """
 import argparse
 import concurrent.futures
-import hashlib
 import json
 import os
 import re
@@ -25,6 +28,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from fleet_decode.pipeline.sources import sha256_file
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 HIP_DIR = REPO_ROOT / "hip"
@@ -38,13 +43,28 @@ class Toolchain:
     compile_flags: list[str]
     link_flags: list[str]
     env: dict[str, str] = field(default_factory=dict)
+    output_kind: str = "-c"  # "-S": device assembly, for a toolchain that cannot link
 
     @property
     def vendor(self) -> str:
         return "nvidia" if self.arch.startswith("sm_") else "amd"
 
 
-def toolchain(arch: str) -> Toolchain:
+RESOURCE_REMARKS = "-Rpass-analysis=kernel-resource-usage"
+
+
+def toolchain(arch: str, device_only: bool = False) -> Toolchain:
+    if device_only:
+        if not arch.startswith("gfx"):
+            raise ValueError(f"--device-only is for AMD targets (gfxXXX), not {arch!r}")
+        return Toolchain(
+            arch=arch,
+            compiler=os.environ.get("HIP_CLANG", "clang++-19"),
+            compile_flags=["-x", "hip", f"--offload-arch={arch}", "-nogpulib", "--offload-device-only", "-O3",
+                           "-std=c++17", RESOURCE_REMARKS],
+            link_flags=[],
+            output_kind="-S",
+        )
     if arch.startswith("sm_"):
         number = arch[3:]
         gencode = f"-gencode=arch=compute_{number},code={arch}"
@@ -59,7 +79,7 @@ def toolchain(arch: str) -> Toolchain:
         return Toolchain(
             arch=arch,
             compiler=os.environ.get("HIPCC", "hipcc"),
-            compile_flags=["-x", "hip", offload, "-O3", "-std=c++17", "-fPIC", "-Rpass-analysis=kernel-resource-usage"],
+            compile_flags=["-x", "hip", offload, "-O3", "-std=c++17", "-fPIC", RESOURCE_REMARKS],
             link_flags=["-shared", "-fPIC", offload],
             env={"HIP_PLATFORM": "amd"},
         )
@@ -68,10 +88,6 @@ def toolchain(arch: str) -> Toolchain:
 
 def sources(hip_dir: Path = HIP_DIR) -> list[Path]:
     return sorted((hip_dir / "tasks").glob("*.cu")) + sorted((hip_dir / "runtime").glob("*.cu"))
-
-
-def sha256_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def compiler_version(tc: Toolchain) -> str:
@@ -135,14 +151,31 @@ def parse_amdgpu_remarks(report: str) -> dict[str, dict]:
 
 
 def compile_one(src: Path, obj: Path, tc: Toolchain) -> dict[str, dict]:
-    report = _run([tc.compiler, *tc.compile_flags, "-c", str(src), "-o", str(obj)], tc)
+    report = _run([tc.compiler, *tc.compile_flags, tc.output_kind, str(src), "-o", str(obj)], tc)
     return parse_ptxas(report) if tc.vendor == "nvidia" else parse_amdgpu_remarks(report)
 
 
+SPILL_FIELDS = ("spill_stores", "spill_loads", "spill_vgprs", "spill_sgprs", "scratch")
+
+
+def spills(kernels: dict[str, dict]) -> dict[str, dict]:
+    """{kernel: {field: amount}} of every kernel that spills or uses scratch, only the nonzero fields."""
+    found = {name: {f: info[f] for f in SPILL_FIELDS if info.get(f)} for name, info in kernels.items()}
+    return {name: fields for name, fields in sorted(found.items()) if fields}
+
+
+def new_spills(found: dict[str, dict], known: dict[str, dict]) -> list[str]:
+    """Every spill of `found` (spills() of a build) above the `known` amounts of the same kernel."""
+    return [f"{name}: {what} {amount} (known: {known.get(name, {}).get(what, 0)})"
+            for name, fields in found.items() for what, amount in fields.items()
+            if amount > known.get(name, {}).get(what, 0)]
+
+
 def build(arch: str, out: Path | None = None, hip_dir: Path = HIP_DIR, objects_only: bool = False,
-          jobs: int | None = None) -> dict:
+          jobs: int | None = None, device_only: bool = False) -> dict:
     """Compiles every source of hip_dir for arch into out/ and returns the build record."""
-    tc = toolchain(arch)
+    tc = toolchain(arch, device_only)
+    objects_only = objects_only or device_only
     if shutil.which(tc.compiler) is None:
         raise FileNotFoundError(f"compiler {tc.compiler!r} for {arch} not found on PATH")
     out = Path(out or REPO_ROOT / "build" / "kernels" / arch)
@@ -151,7 +184,8 @@ def build(arch: str, out: Path | None = None, hip_dir: Path = HIP_DIR, objects_o
     if not srcs:
         raise FileNotFoundError(f"no .cu sources under {hip_dir}/tasks or {hip_dir}/runtime")
     started = time.time()
-    objs = [out / f"{src.parent.name}_{src.stem}.o" for src in srcs]
+    suffix = ".s" if tc.output_kind == "-S" else ".o"
+    objs = [out / f"{src.parent.name}_{src.stem}{suffix}" for src in srcs]
     kernels: dict[str, dict] = {}
     with concurrent.futures.ThreadPoolExecutor(jobs or os.cpu_count() or 1) as pool:
         for report in pool.map(compile_one, srcs, objs, [tc] * len(srcs)):
@@ -167,8 +201,7 @@ def build(arch: str, out: Path | None = None, hip_dir: Path = HIP_DIR, objects_o
         "sources": {str(src.relative_to(hip_dir.parent)): sha256_file(src) for src in srcs}
         | {str(h.relative_to(hip_dir.parent)): sha256_file(h) for h in sorted(hip_dir.rglob("*.h"))},
         "kernels": dict(sorted(kernels.items())),
-        "spills": any(k.get("spill_stores", 0) or k.get("spill_vgprs", 0) or k.get("scratch", 0)
-                      for k in kernels.values()),
+        "spills": spills(kernels),
     }
     if not objects_only:
         library = out / LIBRARY_NAME
@@ -186,9 +219,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="output directory (default build/kernels/<arch>)")
     parser.add_argument("--hip-dir", type=Path, default=HIP_DIR)
     parser.add_argument("--objects-only", action="store_true", help="compile only (CI check), no link")
+    parser.add_argument("--device-only", action="store_true",
+                        help="AMD device assembly only, with clang++-19 ($HIP_CLANG): registers and spills")
     parser.add_argument("--jobs", type=int)
     args = parser.parse_args(argv)
-    record = build(args.arch, args.out, args.hip_dir, args.objects_only, args.jobs)
+    record = build(args.arch, args.out, args.hip_dir, args.objects_only, args.jobs, args.device_only)
     for name, info in record["kernels"].items():
         print(f"{name:34s} " + " ".join(f"{k}={v}" for k, v in info.items()))
     print(f"{record.get('library', 'objects only')}  sha256={record.get('library_sha256', '-')}  "

@@ -9,14 +9,13 @@ in ONE launch.
     result = mk.decode(prompt_ids(1024), n_tokens=32)      # .tokens, .logits, .hidden_states, .step_seconds
     out, ref = Megakernel(model, layers=[1]).run_layer(prompt_ids(1024))   # M2
 
-It is also the pipeline's `gpu` backend: build, check_task_kinds, simulate_layer and simulate below
-mirror the simulator's calls (fleet_decode.sim). Measurements and speed sweeps live apart, in
+simulate_layer and simulate below are what the pipeline's `gpu` backend calls (they mirror the
+simulator's, fleet_decode.sim). Measurements and speed sweeps live apart, in
 fleet_decode.kernels.lab.
 """
 
 import ctypes
 import math
-import os
 import time
 from dataclasses import dataclass, field
 
@@ -27,7 +26,6 @@ from fleet_decode.graph import Plan, build_graph, decode_plan, default_plan
 from fleet_decode.graph.format import ACCUMULATES, COMPILED_DIMS, KERNEL_LIMITS, OPERANDS, DType, Kind
 from fleet_decode.graph.weights import weight_table
 from fleet_decode.kernels import library, staging
-from fleet_decode.kernels.build import build as build_kernels
 from fleet_decode.model.reference import Reference, softmax_scale
 
 TRACE_WORDS = 4  # fd_trace_word: wall ticks when reached, ready, done; staged weights resident when ready
@@ -381,23 +379,6 @@ class Megakernel:
 
 
 # ---------------------------------------------------------------------- the pipeline's gpu backend
-
-def build(arch: str | None = None, compiler: str | None = None) -> dict:
-    """Builds hip/ (task kernels + runtime) for arch (default: this GPU's) and returns the build record."""
-    arch = arch or library.device_arch()
-    if compiler:
-        os.environ["NVCC" if arch.startswith("sm_") else "HIPCC"] = compiler
-    return build_kernels(arch, library.default_library_path(arch).parent)
-
-
-def check_task_kinds(hf_model, seed: int = 0) -> dict:
-    """M1: every task kernel alone at the real shapes (fleet_decode.kernels.check), as the pipeline's
-    M1 records them: per kind its numbers (flags as 0/1) and shape; names and notes are dropped."""
-    from fleet_decode.kernels import check
-
-    results = check.check_all(seed=seed, device=str(next(hf_model.parameters()).device))
-    return {kind: {k: v for k, v in r.items() if k == "shape" or not isinstance(v, str)} for kind, r in results.items()}
-
 
 def simulate_layer(hf_model, prompt_ids, layer: int, workers=None, schedule=None, seed=0, plan=None):
     """M2 through the megakernel. workers / schedule / seed are the simulator's knobs: the device runs

@@ -107,17 +107,23 @@ def cosine(ours: torch.Tensor, theirs: torch.Tensor) -> float:
     return F.cosine_similarity(ours.float().flatten(), theirs.float().flatten().to(ours.device), dim=0).item()
 
 
+def continued(model, prefilled: Reference, n_prompt: int) -> Reference:
+    """A Reference on `model` that continues from `prefilled`'s cache rows [0, n_prompt) (upcast or
+    copied), as if it had run the prefill itself: one HF prefill serves several decodes."""
+    twin = Reference(model, max_positions=prefilled.max_positions)
+    twin.ckv[:, :n_prompt] = prefilled.ckv[:, :n_prompt]
+    twin.kpe[:, :n_prompt] = prefilled.kpe[:, :n_prompt]
+    twin.pos = n_prompt
+    return twin
+
+
 def exact_twin(model, prefilled: Reference, n_prompt: int) -> Reference:
     """The reference on an fp32 copy of model's weights, continuing from `prefilled`'s (a model-dtype
-    Reference after prefill) cache rows [0, n_prompt), upcast: exact arithmetic on everything the
-    bf16 decodes share, so their distances to it are their own roundings."""
+    Reference after prefill) cache: exact arithmetic on everything the bf16 decodes share, so their
+    distances to it are their own roundings."""
     import copy
 
-    exact = Reference(copy.deepcopy(model).float(), max_positions=prefilled.max_positions)
-    exact.ckv[:, :n_prompt] = prefilled.ckv[:, :n_prompt]
-    exact.kpe[:, :n_prompt] = prefilled.kpe[:, :n_prompt]
-    exact.pos = n_prompt
-    return exact
+    return continued(copy.deepcopy(model).float(), prefilled, n_prompt)
 
 
 @torch.no_grad()
@@ -129,6 +135,7 @@ def compare_with_hf(model, prefill: int, steps: int, route_tie: float = 2e-3, so
 
     ref = Reference(model, max_positions=prefill + steps + 1)
     logits = ref.prefill(ids)
+    free, free_logits = continued(model, ref, prefill), logits  # the free-running decode, same prefill
     for step in range(steps):
         if step > 0:
             logits = ref.step(hf_tokens[step - 1], forced_routes=hf_routes[step])
@@ -146,11 +153,9 @@ def compare_with_hf(model, prefill: int, steps: int, route_tie: float = 2e-3, so
             layer_rel_errors=[relative_error(o, t) for o, t in zip(ref.hidden_states, hf_hidden[step])],
         ))
 
-    ref = Reference(model, max_positions=prefill + steps + 1)
-    logits = ref.prefill(ids)
     for _ in range(steps):
-        result.free_running_tokens.append(int(logits.argmax()))
-        logits = ref.step(result.free_running_tokens[-1])
+        result.free_running_tokens.append(int(free_logits.argmax()))
+        free_logits = free.step(result.free_running_tokens[-1])
     result.seconds = time.perf_counter() - started
     return result
 

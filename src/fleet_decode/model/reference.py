@@ -18,12 +18,12 @@ residual stream), so a bf16 reference tracks HF eager and an fp32 one matches it
 from __future__ import annotations
 
 import inspect
-import math
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from transformers import DeepseekV2Config, DeepseekV2ForCausalLM
+from transformers.models.deepseek_v2.modeling_deepseek_v2 import yarn_apply_mscale
 
 
 # ----------------------------------------------------------------------------- pure functions
@@ -39,18 +39,10 @@ def linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return x.float() @ weight.float().T
 
 
-def yarn_mscale(scale: float, mscale: float) -> float:
-    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
-
-
 def softmax_scale(config: DeepseekV2Config) -> float:
-    """192^-0.5 · mscale² for YaRN configs (DeepSeek-V2's attention temperature correction)."""
-    scale = (config.qk_nope_head_dim + config.qk_rope_head_dim) ** -0.5
-    rope = config.rope_parameters or {}
-    if rope.get("rope_type", "default") != "default" and rope.get("mscale_all_dim"):
-        m = yarn_mscale(rope["factor"], rope["mscale_all_dim"])
-        scale *= m * m
-    return scale
+    """192^-0.5 · mscale² for YaRN configs (DeepSeek-V2's attention temperature correction), by
+    transformers' own formula, which the task graph's constant also comes from."""
+    return yarn_apply_mscale(config.rope_parameters or {}, (config.qk_nope_head_dim + config.qk_rope_head_dim) ** -0.5)
 
 
 def rope_table(inv_freq: torch.Tensor, attention_scaling: float, positions: torch.Tensor):

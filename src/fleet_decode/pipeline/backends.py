@@ -1,60 +1,107 @@
-"""The one place milestones reach the decoder under test.
+"""The one place milestones reach the decoder under test: the CPU simulator or the GPU megakernel,
+two classes behind one protocol (`DecoderBackend`), chosen by the host's `backend` parameter.
 
-backend "sim": the CPU simulator running the encoded task graph (fleet_decode.sim).
-backend "gpu": the persistent megakernel (fleet_decode.kernels.runtime), which offers the same
-calls plus `build(arch, compiler)`. A missing module or function stops the milestone with one line
-naming it.
+The decoder's code is imported only when a milestone calls it, so a host without a GPU toolchain
+can still run the simulator, and a missing module stops the milestone with one line naming it.
 
-Decode alignment the milestones rely on: `simulate(model, prompt, n)` runs HF's prefill, then n
-decode steps; step i feeds the previous token (step 0 feeds the prefill's argmax) and yields
+Decode alignment the milestones rely on: `decode(model, prompt, n)` runs HF's prefill, then n decode
+steps; step i feeds the previous token (step 0 feeds the prefill's argmax) and yields
 .tokens[i] = argmax(.logits[i]) and .hidden_states[i] (one tensor per layer; the megakernel keeps
 the last step's only). That is index i + 1 of fleet_decode.model.hf_decode, whose index 0 is the
 prefill.
 """
+import os
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from fleet_decode.pipeline.evidence import require
 
-MODULES = {"sim": "fleet_decode.sim", "gpu": "fleet_decode.kernels.runtime"}
+# M1 draws its random inputs from this seed on every backend, so the rows of two hosts compare.
+M1_INPUT_SEED = 0
+
+
+@runtime_checkable
+class DecoderBackend(Protocol):
+    name: str  # what the evidence records as metrics.backend
+
+    def build(self) -> dict: ...
+
+    def check_task_kinds(self, model) -> dict[str, dict]:
+        """M1: {task kind: {max_abs, max_rel, shape, ...}}, keyed by the graph's Kind names."""
+
+    def layer(self, model, prompt, layer: int) -> tuple:
+        """M2: (the layer's output, the reference's) for one decode step after the prompt."""
+
+    def decode(self, model, prompt, n_tokens: int): ...
 
 
 @dataclass
-class Backend:
-    name: str
-    workers: int
-    schedule: str
-    seed: int
-    arch: str | None
-    compiler: str | None
+class CpuSimulator:
+    """The encoded task graph run on the CPU by simulated workers, interleaved by a seeded schedule."""
 
-    def _call(self, function: str):
-        module = require(MODULES[self.name], f"backend {self.name!r}")
-        fn = getattr(module, function, None)
-        if fn is None:
-            raise SystemExit(f"error: backend {self.name!r}: {module.__name__}.{function} is missing")
-        return fn
+    workers: int = 8
+    schedule: str = "round-robin"
+    seed: int = 0
+    name = "sim"
+
+    @staticmethod
+    def _sim():
+        return require("fleet_decode.sim", "backend 'sim'")
 
     def build(self) -> dict:
-        """Builds the kernels (gpu) and returns the build record; the simulator has nothing to build."""
-        if self.name == "sim":
-            return {"backend": "sim", "built": False,
-                    "simulator": require(MODULES["sim"], "backend 'sim'").__file__}
-        return self._call("build")(arch=self.arch, compiler=self.compiler)
+        return {"backend": self.name, "built": False, "simulator": self._sim().__file__}
 
-    def check_task_kinds(self, model) -> dict:
-        """{kind: {max_abs, max_rel, shape, ...}}; the gpu check also gives each kind's tol and passed."""
-        return self._call("check_task_kinds")(model, seed=self.seed)
+    def check_task_kinds(self, model) -> dict[str, dict]:
+        return self._sim().check_task_kinds(model, seed=M1_INPUT_SEED)
 
     def layer(self, model, prompt, layer: int):
-        return self._call("simulate_layer")(model, prompt, layer, workers=self.workers,
-                                            schedule=self.schedule, seed=self.seed)
+        return self._sim().simulate_layer(model, prompt, layer, workers=self.workers, schedule=self.schedule,
+                                          seed=self.seed)
 
     def decode(self, model, prompt, n_tokens: int):
-        return self._call("simulate")(model, prompt, n_tokens, workers=self.workers,
-                                      schedule=self.schedule, seed=self.seed)
+        return self._sim().simulate(model, prompt, n_tokens, workers=self.workers, schedule=self.schedule,
+                                    seed=self.seed)
 
-    def bench_contender(self, model) -> "BenchContender":
-        return BenchContender(self, model)
+
+@dataclass
+class GpuMegakernel:
+    """The persistent megakernel: one worker per SM/CU, the device's own interleaving."""
+
+    arch: str | None = None  # default: the GPU's own
+    compiler: str | None = None  # default: nvcc / hipcc on PATH
+    name = "gpu"
+
+    @staticmethod
+    def _runtime():
+        return require("fleet_decode.kernels.runtime", "backend 'gpu'")
+
+    def build(self) -> dict:
+        """Compiles hip/ for the arch and returns the build record (compiler, flags, sha256s, registers)."""
+        library = require("fleet_decode.kernels.library", "backend 'gpu'")
+        kernels_build = require("fleet_decode.kernels.build", "backend 'gpu'")
+        arch = self.arch or library.device_arch()
+        if self.compiler:
+            os.environ["NVCC" if arch.startswith("sm_") else "HIPCC"] = self.compiler
+        return kernels_build.build(arch, library.default_library_path(arch).parent)
+
+    def check_task_kinds(self, model) -> dict[str, dict]:
+        """Every task kernel alone at the real shapes; per kind its numbers (flags as 0/1) and shape."""
+        checks = require("fleet_decode.kernels.checks", "backend 'gpu'")
+        results = checks.check_all(seed=M1_INPUT_SEED, device=str(next(model.parameters()).device))
+        return {kind: {k: v for k, v in r.items() if k == "shape" or not isinstance(v, str)}
+                for kind, r in results.items()}
+
+    def layer(self, model, prompt, layer: int):
+        return self._runtime().simulate_layer(model, prompt, layer)
+
+    def decode(self, model, prompt, n_tokens: int):
+        return self._runtime().simulate(model, prompt, n_tokens)
+
+
+def get(params: dict) -> DecoderBackend:
+    if params["backend"] == "gpu":
+        return GpuMegakernel(params.get("arch"), params.get("compiler"))
+    return CpuSimulator(params.get("workers", 8), params.get("schedule", "round-robin"), params.get("seed", 0))
 
 
 @dataclass
@@ -71,7 +118,7 @@ class BenchContender:
 
     label = "persistent megakernel"
 
-    def __init__(self, backend: Backend, model):
+    def __init__(self, backend: DecoderBackend, model):
         self.backend, self.model, self.first_tokens = backend, model, {}
 
     def decode(self, prompt_ids, n_steps: int) -> BenchRun:
@@ -84,8 +131,3 @@ class BenchContender:
         return BenchRun([self.first_tokens[key], *map(int, result.tokens)],
                         [s * 1e3 for s in steps] if steps else None, result.seconds,
                         getattr(result, "launches", None))
-
-
-def get(params: dict) -> Backend:
-    return Backend(params["backend"], params.get("workers", 8), params.get("schedule", "round-robin"),
-                   params.get("seed", 0), params.get("arch"), params.get("compiler"))

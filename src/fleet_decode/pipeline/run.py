@@ -17,14 +17,9 @@ import secrets
 from rich.console import Console
 
 from fleet_decode.pipeline.config import host_params
+from fleet_decode.pipeline.milestones import MILESTONES
 from fleet_decode.pipeline.deploy import ensure_deployed, resolve_workdir, snapshot
 from fleet_decode.pipeline.transport import open_transport, q
-
-SCRIPTS = {
-    "m0_host": "remote/m0_host.py", "m0_build": "remote/m0_build.py", "m1": "remote/m1_kernels.py",
-    "m2": "remote/m2_layer.py", "m3": "remote/m3_layers.py", "m4": "remote/m4_e2e.py",
-    "bench": "remote/bench.py",
-}
 
 
 def run_name(rule: str, stamp: str, token: str) -> str:
@@ -75,7 +70,7 @@ def run_rule(config: dict, host_name: str, rule: str, output: str, evidence: str
         # The deployed src first, then the config's extra paths, then whatever the host already had
         # (a GPU host may carry its Python packages on PYTHONPATH).
         pythonpath = q(":".join(["src", *filter(None, [env.pop("PYTHONPATH", None)])]))
-        argv = [host["python"], SCRIPTS[rule], "--host", host_name,
+        argv = [host["python"], MILESTONES[rule].script, "--host", host_name,
                 "--params", json.dumps(host_params(host), sort_keys=True), *map(str, extra_args)]
         key = run_key(host_name, rule, tree, [pythonpath, *argv, "--out", evidence], env)
         label = f"{host_name} {rule} {evidence}"

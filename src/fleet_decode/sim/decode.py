@@ -21,7 +21,7 @@ from fleet_decode.graph.counts import graph_counts
 from fleet_decode.graph.format import Kind
 from fleet_decode.graph.plan import Plan
 from fleet_decode.graph.weights import weight_table
-from fleet_decode.model.reference import Reference, rope_table, softmax_scale
+from fleet_decode.model.reference import Reference, softmax_scale
 from fleet_decode.sim.runtime import Simulator
 
 

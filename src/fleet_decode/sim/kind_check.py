@@ -4,11 +4,13 @@
     from fleet_decode.sim import check_task_kinds
     errors = check_task_kinds(load_model("tiny"))   # {"RMSNORM_GEMV": {"max_abs": ..., ...}, ...}
 
-Each kind gets seeded random inputs, written by the host into a fresh simulator, and runs one of its
-tiles; the expected answer comes from Hugging Face's own modules (norms, linears, rotary embedding,
+One check per kind, registered under its Kind (fleet_decode.task_kinds). Each gets seeded random
+inputs, written by the host into a fresh simulator, and runs one of its tiles; the expected answer comes from Hugging Face's own modules (norms, linears, rotary embedding,
 router, experts) or, where HF has no piece of that shape (flash-decoding partials), from the plain
 softmax definition.
 """
+
+import functools
 
 import torch
 import torch.nn.functional as F
@@ -18,6 +20,7 @@ from fleet_decode.graph.build import build_graph
 from fleet_decode.graph.format import Kind
 from fleet_decode.sim.decode import make_simulator, sim_plan
 from fleet_decode.sim.kinds import RUN, TaskContext
+from fleet_decode.task_kinds import REGISTRY, checks_on_simulator, missing
 
 KNOW_ALL = -1  # every bit set: a lone task is ordered after everything the host wrote
 
@@ -59,70 +62,113 @@ def _rotate(x, model, pos):
     return out[0, :, 0, :]
 
 
-@torch.no_grad()
-def check_task_kinds(hf_model, seed=0) -> dict:
-    config = hf_model.config
-    gen = torch.Generator().manual_seed(seed)
-    rand = lambda *shape: torch.randn(*shape, generator=gen)  # noqa: E731
+class SimCheck:
+    """What every kind's check shares: the model, a small graph, the random stream, HF's modules."""
+
     positions = 24
-    graph = build_graph(config, sim_plan(1, positions, 1))
-    pos0 = positions - 1  # the last position: every attention chunk is full
-    c = graph.constants
-    H, R, nope, rope, v, d = c.n_heads, c.kv_rank, c.qk_nope, c.qk_rope, c.v_head, c.hidden
-    dense, moe = hf_model.model.layers[0], hf_model.model.layers[config.first_k_dense_replace]
-    attn, moe_layer = dense.self_attn, f"L{config.first_k_dense_replace}."
-    kv_b_of_identity = attn.kv_b_proj(torch.eye(R)).view(R, H, nope + v)  # [latent r, head, nope|v]
-    results = {}
 
-    def case(kind, name_has=""):
-        return _Case(hf_model, graph, kind, pos0, name_has)
+    def __init__(self, hf_model, seed):
+        self.model, self.config = hf_model, hf_model.config
+        self.gen = torch.Generator().manual_seed(seed)
+        self.graph = build_graph(self.config, sim_plan(1, self.positions, 1))
+        self.pos0 = self.positions - 1  # the last position: every attention chunk is full
+        self.c = self.graph.constants
+        self.dense = hf_model.model.layers[0]
+        self.moe = hf_model.model.layers[self.config.first_k_dense_replace]
+        self.moe_layer = f"L{self.config.first_k_dense_replace}."
+        c = self.c
+        # [latent r, head, nope|v]: kv_b_proj as HF holds it, read back through the identity
+        self.kv_b = self.dense.self_attn.kv_b_proj(torch.eye(c.kv_rank)).view(c.kv_rank, c.n_heads, c.qk_nope + c.v_head)
 
-    k = case(Kind.EMBED)
-    token = int(torch.randint(c.vocab, (1,), generator=gen))
+    def rand(self, *shape):
+        return torch.randn(*shape, generator=self.gen)
+
+    def case(self, kind, name_has=""):
+        return _Case(self.model, self.graph, kind, self.pos0, name_has)
+
+    @functools.cached_property
+    def attention(self):
+        """(q_lat, q_pe, ckv, kpe, scores [heads, positions]) with HF's softmax scale."""
+        c = self.c
+        q_lat, q_pe = self.rand(c.n_heads, c.kv_rank), self.rand(c.n_heads, c.qk_rope)
+        ckv, kpe = self.rand(self.positions, c.kv_rank), self.rand(self.positions, c.qk_rope)
+        scores = self.dense.self_attn.scaling * (q_lat @ ckv.T + q_pe @ kpe.T)
+        return q_lat, q_pe, ckv, kpe, scores
+
+    @functools.cached_property
+    def routed(self):
+        """(chosen experts in ascending order, their weights)."""
+        chosen = torch.randperm(self.c.n_experts, generator=self.gen)[:self.c.top_k].sort().values
+        return chosen, torch.rand(self.c.top_k, generator=self.gen)
+
+
+@checks_on_simulator(Kind.EMBED)
+def _embed(t):
+    k = t.case(Kind.EMBED)
+    token = int(torch.randint(t.c.vocab, (1,), generator=t.gen))
     k.put("tokens", torch.tensor([token], dtype=torch.int32))
     k.run()
-    results["EMBED"] = _error(k.out("out"), hf_model.model.embed_tokens(torch.tensor(token)))
+    return _error(k.out("out"), t.model.model.embed_tokens(torch.tensor(token)))
 
-    k = case(Kind.RMSNORM_GEMV, "L0.q_proj")
-    x = rand(d)
+
+@checks_on_simulator(Kind.RMSNORM_GEMV)
+def _rmsnorm_gemv(t):
+    k = t.case(Kind.RMSNORM_GEMV, "L0.q_proj")
+    x = t.rand(t.c.hidden)
     k.put("x", x)
     k.run()
     r0, r1 = k.task.tile
-    results["RMSNORM_GEMV"] = _error(k.out("y")[r0:r1], attn.q_proj(dense.input_layernorm(x))[r0:r1])
+    return _error(k.out("y")[r0:r1], t.dense.self_attn.q_proj(t.dense.input_layernorm(x))[r0:r1])
 
-    k = case(Kind.ROPE_Q_ABSORB, "L0.")
-    q = rand(H, nope + rope)
+
+@checks_on_simulator(Kind.ROPE_Q_ABSORB)
+def _rope_q_absorb(t):
+    c = t.c
+    H, R, nope, rope = c.n_heads, c.kv_rank, c.qk_nope, c.qk_rope
+    k = t.case(Kind.ROPE_Q_ABSORB, "L0.")
+    q = t.rand(H, nope + rope)
     k.put("q", q)
     k.run()
     parts, (u0, u1) = k.task.args[0], k.task.tile  # units of (head, column block); q_pe with block 0
     cols = R // parts
-    want_lat = torch.einsum("hd,rhd->hr", q[:, :nope], kv_b_of_identity[:, :, :nope]).view(H * parts, cols)
-    want_pe = _rotate(q[:, nope:], hf_model, pos0)
+    want_lat = torch.einsum("hd,rhd->hr", q[:, :nope], t.kv_b[:, :, :nope]).view(H * parts, cols)
+    want_pe = _rotate(q[:, nope:], t.model, t.pos0)
     heads = sorted({u // parts for u in range(u0, u1) if u % parts == 0})
-    results["ROPE_Q_ABSORB"] = _worst(_error(k.out("q_lat").view(H * parts, cols)[u0:u1], want_lat[u0:u1]),
-                                      _error(k.out("q_pe").view(H, rope)[heads], want_pe[heads]))
+    return _worst(_error(k.out("q_lat").view(H * parts, cols)[u0:u1], want_lat[u0:u1]),
+                  _error(k.out("q_pe").view(H, rope)[heads], want_pe[heads]))
 
-    k = case(Kind.CACHE_APPEND, "L0.")
-    kv = rand(R + rope)
+
+@checks_on_simulator(Kind.CACHE_APPEND)
+def _cache_append(t):
+    R, rope, attn = t.c.kv_rank, t.c.qk_rope, t.dense.self_attn
+    k = t.case(Kind.CACHE_APPEND, "L0.")
+    kv = t.rand(R + rope)
     k.put("kv_a", kv)
     k.run()
-    results["CACHE_APPEND"] = _worst(_error(k.out("ckv").view(-1, R)[pos0], attn.kv_a_layernorm(kv[:R])),
-                                     _error(k.out("kpe").view(-1, rope)[pos0], _rotate(kv[None, R:], hf_model, pos0)[0]))
+    return _worst(_error(k.out("ckv").view(-1, R)[t.pos0], attn.kv_a_layernorm(kv[:R])),
+                  _error(k.out("kpe").view(-1, rope)[t.pos0], _rotate(kv[None, R:], t.model, t.pos0)[0]))
 
-    q_lat, q_pe, ckv, kpe = rand(H, R), rand(H, rope), rand(positions, R), rand(positions, rope)
-    scores = attn.scaling * (q_lat @ ckv.T + q_pe @ kpe.T)  # [H, positions]
 
-    k = case(Kind.ATTN_CHUNK, "L0.")
+@checks_on_simulator(Kind.ATTN_CHUNK)
+def _attn_chunk(t):
+    H, R = t.c.n_heads, t.c.kv_rank
+    q_lat, q_pe, ckv, kpe, scores = t.attention
+    k = t.case(Kind.ATTN_CHUNK, "L0.")
     for name, value in (("q_lat", q_lat), ("q_pe", q_pe), ("ckv", ckv), ("kpe", kpe)):
         k.put(name, value)
     k.run()
     p0, p1 = k.task.tile
     o, ml = k.out("part_o").view(-1, H, R)[k.task.slot], k.out("part_ml").view(-1, H, 2)[k.task.slot]
-    results["ATTN_CHUNK"] = _worst(_error(o / ml[:, 1:], torch.softmax(scores[:, p0:p1], -1) @ ckv[p0:p1]),
-                                   _error(ml[:, 0], scores[:, p0:p1].max(-1).values))
+    return _worst(_error(o / ml[:, 1:], torch.softmax(scores[:, p0:p1], -1) @ ckv[p0:p1]),
+                  _error(ml[:, 0], scores[:, p0:p1].max(-1).values))
 
-    k = case(Kind.ATTN_MERGE_UV, "L0.")
-    chunks = [t.tile for t in graph.tasks if t.kind == Kind.ATTN_CHUNK and t.layer == 0]
+
+@checks_on_simulator(Kind.ATTN_MERGE_UV)
+def _attn_merge_uv(t):
+    H, R, nope, v = t.c.n_heads, t.c.kv_rank, t.c.qk_nope, t.c.v_head
+    _, _, ckv, _, scores = t.attention
+    k = t.case(Kind.ATTN_MERGE_UV, "L0.")
+    chunks = [task.tile for task in t.graph.tasks if task.kind == Kind.ATTN_CHUNK and task.layer == 0]
     for i, (p0, p1) in enumerate(chunks):
         s = scores[:, p0:p1]
         m = s.max(-1).values
@@ -132,90 +178,123 @@ def check_task_kinds(hf_model, seed=0) -> dict:
     k.run()
     h0, h1 = k.task.tile
     out_lat = torch.softmax(scores, -1) @ ckv
-    want = torch.einsum("hr,rhv->hv", out_lat[h0:h1], kv_b_of_identity[:, h0:h1, nope:])
-    results["ATTN_MERGE_UV"] = _error(k.out("attn_out").view(H, v)[h0:h1], want)
+    want = torch.einsum("hr,rhv->hv", out_lat[h0:h1], t.kv_b[:, h0:h1, nope:])
+    return _error(k.out("attn_out").view(H, v)[h0:h1], want)
 
-    k = case(Kind.O_PROJ_RESIDUAL, "L0.")
-    attn_out, residual = rand(H * v), rand(d)
+
+@checks_on_simulator(Kind.O_PROJ_RESIDUAL)
+def _o_proj_residual(t):
+    k = t.case(Kind.O_PROJ_RESIDUAL, "L0.")
+    attn_out, residual = t.rand(t.c.n_heads * t.c.v_head), t.rand(t.c.hidden)
     k.put("attn_out", attn_out)
     k.put("residual", residual)
     k.run()
     r0, r1 = k.task.tile
-    want = (residual + attn.o_proj(attn_out))[r0:r1]
-    results["O_PROJ_RESIDUAL"] = _worst(_error(k.out("h_attn")[r0:r1], want), _error(k.out("h_out")[r0:r1], want))
+    want = (residual + t.dense.self_attn.o_proj(attn_out))[r0:r1]
+    return _worst(_error(k.out("h_attn")[r0:r1], want), _error(k.out("h_out")[r0:r1], want))
 
-    k = case(Kind.ROUTER, moe_layer)
-    x = rand(d)
+
+def _hf_route(t, x):
+    """(router logits, top-k weights, top-k experts) of HF's MoE gate on x after the layer's norm."""
+    logits, weights, experts = t.moe.mlp.gate(t.moe.post_attention_layernorm(x)[None])
+    return logits[0], weights[0], experts[0]
+
+
+@checks_on_simulator(Kind.ROUTER)
+def _router(t):
+    k = t.case(Kind.ROUTER, t.moe_layer)
+    x = t.rand(t.c.hidden)
     k.put("x", x)
     k.run()
     e0, e1 = k.task.tile
-    hf_logits, weights, experts = moe.mlp.gate(moe.post_attention_layernorm(x)[None])
-    results["ROUTER"] = _error(k.out("logits")[e0:e1], hf_logits[0, e0:e1])
+    return _error(k.out("logits")[e0:e1], _hf_route(t, x)[0][e0:e1])
 
-    k = case(Kind.ROUTE_TOPK, moe_layer)
-    k.put("logits", hf_logits[0])
+
+@checks_on_simulator(Kind.ROUTE_TOPK)
+def _route_topk(t):
+    logits, weights, experts = _hf_route(t, t.rand(t.c.hidden))
+    k = t.case(Kind.ROUTE_TOPK, t.moe_layer)
+    k.put("logits", logits)
     k.run()
-    order = experts[0].argsort()
-    results["ROUTE_TOPK"] = _worst(_error(k.out("route_idx"), experts[0][order]),
-                                   _error(k.out("route_w"), weights[0][order]))
+    order = experts.argsort()
+    return _worst(_error(k.out("route_idx"), experts[order]), _error(k.out("route_w"), weights[order]))
 
-    k = case(Kind.GATE_UP, "L0.")
-    x = rand(d)
+
+@checks_on_simulator(Kind.GATE_UP)
+def _gate_up(t):
+    k = t.case(Kind.GATE_UP, "L0.")
+    x = t.rand(t.c.hidden)
     k.put("x", x)
     k.run()
     r0, r1 = k.task.tile
-    xn = dense.post_attention_layernorm(x)
-    want = dense.mlp.act_fn(dense.mlp.gate_proj(xn)) * dense.mlp.up_proj(xn)
-    results["GATE_UP"] = _error(k.out("act")[r0:r1], want[r0:r1])
+    mlp, xn = t.dense.mlp, t.dense.post_attention_layernorm(x)
+    return _error(k.out("act")[r0:r1], (mlp.act_fn(mlp.gate_proj(xn)) * mlp.up_proj(xn))[r0:r1])
 
-    k = case(Kind.DOWN_ACCUM, "L0.")
-    act, start = rand(config.intermediate_size), rand(d)
+
+@checks_on_simulator(Kind.DOWN_ACCUM)
+def _down_accum(t):
+    k = t.case(Kind.DOWN_ACCUM, "L0.")
+    act, start = t.rand(t.config.intermediate_size), t.rand(t.c.hidden)
     k.put("act", act)
     k.put("h_out", start)
     k.run()
     r0, r1 = k.task.tile
-    results["DOWN_ACCUM"] = _error(k.out("h_out")[r0:r1], (start + dense.mlp.down_proj(act))[r0:r1])
+    return _error(k.out("h_out")[r0:r1], (start + t.dense.mlp.down_proj(act))[r0:r1])
 
-    chosen = torch.randperm(c.n_experts, generator=gen)[:c.top_k].sort().values
-    route_w = torch.rand(c.top_k, generator=gen)
-    experts = moe.mlp.experts
 
-    k = case(Kind.EXPERT_GATE_UP, moe_layer + "expert_gate_up.1")
-    x = rand(d)
+@checks_on_simulator(Kind.EXPERT_GATE_UP)
+def _expert_gate_up(t):
+    chosen, _ = t.routed
+    experts = t.moe.mlp.experts
+    k = t.case(Kind.EXPERT_GATE_UP, t.moe_layer + "expert_gate_up.1")
+    x = t.rand(t.c.hidden)
     k.put("x", x)
     k.put("route_idx", chosen.to(torch.int32))
     k.run()
     r0, r1 = k.task.tile
-    gate, up = F.linear(moe.post_attention_layernorm(x), experts.gate_up_proj[chosen[1]]).chunk(2, dim=-1)
-    results["EXPERT_GATE_UP"] = _error(k.out("act")[r0:r1], (experts.act_fn(gate) * up)[r0:r1])
+    gate, up = F.linear(t.moe.post_attention_layernorm(x), experts.gate_up_proj[chosen[1]]).chunk(2, dim=-1)
+    return _error(k.out("act")[r0:r1], (experts.act_fn(gate) * up)[r0:r1])
 
-    k = case(Kind.EXPERT_DOWN_ACCUM, moe_layer + "expert_down.1")
-    act, start = rand(c.moe_inter), rand(d)
+
+@checks_on_simulator(Kind.EXPERT_DOWN_ACCUM)
+def _expert_down_accum(t):
+    chosen, route_w = t.routed
+    k = t.case(Kind.EXPERT_DOWN_ACCUM, t.moe_layer + "expert_down.1")
+    act, start = t.rand(t.c.moe_inter), t.rand(t.c.hidden)
     for name, value in (("act", act), ("h_out", start), ("route_idx", chosen.to(torch.int32)), ("route_w", route_w)):
         k.put(name, value)
     k.run()
     r0, r1 = k.task.tile
-    want = start + route_w[1] * F.linear(act, experts.down_proj[chosen[1]])
-    results["EXPERT_DOWN_ACCUM"] = _error(k.out("h_out")[r0:r1], want[r0:r1])
+    want = start + route_w[1] * F.linear(act, t.moe.mlp.experts.down_proj[chosen[1]])
+    return _error(k.out("h_out")[r0:r1], want[r0:r1])
 
-    k = case(Kind.LM_HEAD)
-    x = rand(d)
+
+@checks_on_simulator(Kind.LM_HEAD)
+def _lm_head(t):
+    k = t.case(Kind.LM_HEAD)
+    x = t.rand(t.c.hidden)
     k.put("x", x)
     k.run()
     r0, r1 = k.task.tile
-    want = hf_model.lm_head(hf_model.model.norm(x))[r0:r1]
+    want = t.model.lm_head(t.model.model.norm(x))[r0:r1]
     best = int(want.argmax())
-    results["LM_HEAD"] = _worst(_error(k.out("logits")[r0:r1], want),
-                                _error(k.out("part_idx")[k.task.slot], torch.tensor(r0 + best)))
+    return _worst(_error(k.out("logits")[r0:r1], want), _error(k.out("part_idx")[k.task.slot], torch.tensor(r0 + best)))
 
-    k = case(Kind.ARGMAX)
+
+@checks_on_simulator(Kind.ARGMAX)
+def _argmax(t):
+    k = t.case(Kind.ARGMAX)
     n = k.task.args[0]
-    part_max, part_idx = rand(n), torch.randint(c.vocab, (n,), generator=gen, dtype=torch.int32)
+    part_max, part_idx = t.rand(n), torch.randint(t.c.vocab, (n,), generator=t.gen, dtype=torch.int32)
     k.put("part_max", part_max)
     k.put("part_idx", part_idx)
     k.run()
-    results["ARGMAX"] = _error(k.out("tokens")[1], part_idx[part_max.argmax()])
+    return _error(k.out("tokens")[1], part_idx[part_max.argmax()])
 
-    missing = {kind.name for kind in Kind} - set(results)
-    assert not missing, f"kinds without a check: {missing}"
-    return results
+
+@torch.no_grad()
+def check_task_kinds(hf_model, seed=0) -> dict:
+    """{Kind name: {max_abs, max_rel, shape}} for every kind, in the graph's kind order."""
+    assert not missing("check_on_simulator"), f"kinds without a check: {missing('check_on_simulator')}"
+    context = SimCheck(hf_model, seed)
+    return {kind.name: entry.check_on_simulator(context) for kind, entry in REGISTRY.items()}

@@ -1,8 +1,9 @@
 """What each task kind computes, in torch, over the simulator's memory.
 
-One function per kind, reading its operands by the names format.OPERANDS gives them; all products
-accumulate in fp32 with the reference's own functions (fleet_decode.model.reference), so the graph's
-tiling and flash-decoding split are the only differences from the reference decode step.
+One function per kind, registered under its Kind (fleet_decode.task_kinds), reading its operands by
+the names format.OPERANDS gives them; all products accumulate in fp32 with the reference's own
+functions (fleet_decode.model.reference), so the graph's tiling and flash-decoding split are the only
+differences from the reference decode step.
 """
 
 import torch
@@ -11,6 +12,7 @@ import torch.nn.functional as F
 from fleet_decode.graph.format import Kind, OPERANDS
 from fleet_decode.model.reference import linear, rms_norm, rope, route
 from fleet_decode.sampling import sample
+from fleet_decode.task_kinds import REGISTRY, missing, simulates
 
 
 class TaskContext:
@@ -53,12 +55,14 @@ def _normed(ctx):
     return rms_norm(ctx.read("x").float(), ctx.weight("norm"), ctx.c.rms_eps)
 
 
+@simulates(Kind.EMBED)
 def embed(ctx):
     token = int(ctx.read("tokens", ctx.step, ctx.step + 1))
     c0, c1 = ctx.task.tile
     ctx.write("out", c0, ctx.weight("embed")[token, c0:c1].float())
 
 
+@simulates(Kind.RMSNORM_GEMV)
 def rmsnorm_gemv(ctx):
     r0, r1 = ctx.task.tile
     ctx.write("y", r0, linear(_normed(ctx), ctx.weight("matrix")[r0:r1]))
@@ -69,6 +73,7 @@ def _per_head(ctx):
     return ctx.weight("kv_b").view(c.n_heads, c.qk_nope + c.v_head, c.kv_rank)
 
 
+@simulates(Kind.ROPE_Q_ABSORB)
 def rope_q_absorb(ctx):
     """Units [b, e) of (head, column block): the block's columns of q_lat[h]; the head's q_pe with its
     first block."""
@@ -84,6 +89,7 @@ def rope_q_absorb(ctx):
             ctx.write("q_pe", h * c.qk_rope, rope(q[None, c.qk_nope:], cos, sin).reshape(-1))
 
 
+@simulates(Kind.CACHE_APPEND)
 def cache_append(ctx):
     c, pos = ctx.c, ctx.pos
     kv = ctx.read("kv_a").float()
@@ -93,6 +99,7 @@ def cache_append(ctx):
     ctx.write("kpe", pos * c.qk_rope, rope(kv[c.kv_rank:], cos, sin))
 
 
+@simulates(Kind.ATTN_CHUNK)
 def attn_chunk(ctx):
     """Flash-decoding partial: per head the chunk's max score m, sum of exp(score - m) l, and the
     unnormalised sum of exp(score - m)·c_kv o. Positions past the current one are not attended."""
@@ -114,6 +121,7 @@ def attn_chunk(ctx):
     ctx.write("part_ml", chunk * H * 2, torch.stack((m, l), dim=-1).reshape(-1))
 
 
+@simulates(Kind.ATTN_MERGE_UV)
 def attn_merge_uv(ctx):
     c, (h0, h1) = ctx.c, ctx.task.tile
     H, R, n = c.n_heads, c.kv_rank, ctx.arg(0)
@@ -126,6 +134,7 @@ def attn_merge_uv(ctx):
     ctx.write("attn_out", h0 * c.v_head, torch.einsum("hc,hvc->hv", out_lat, w_uv.float()).reshape(-1))
 
 
+@simulates(Kind.O_PROJ_RESIDUAL)
 def o_proj_residual(ctx):
     r0, r1 = ctx.task.tile
     projected = linear(ctx.read("attn_out"), ctx.weight("o_proj")[r0:r1])
@@ -134,11 +143,13 @@ def o_proj_residual(ctx):
     ctx.write("h_out", r0, out)  # the start of the sum the MLP tiles add into
 
 
+@simulates(Kind.ROUTER)
 def router(ctx):
     e0, e1 = ctx.task.tile
     ctx.write("logits", e0, linear(_normed(ctx), ctx.weight("router")[e0:e1]))
 
 
+@simulates(Kind.ROUTE_TOPK)
 def route_topk(ctx):
     weights, experts, _ = route(ctx.read("logits").float(), ctx.c.top_k, ctx.c.routed_scaling)
     ctx.write("route_idx", 0, experts.to(torch.int32))
@@ -150,22 +161,26 @@ def _swiglu(ctx, gate, up):
     return F.silu(linear(x, gate)) * linear(x, up)
 
 
+@simulates(Kind.GATE_UP)
 def gate_up(ctx):
     r0, r1 = ctx.task.tile
     ctx.write("act", r0, _swiglu(ctx, ctx.weight("gate")[r0:r1], ctx.weight("up")[r0:r1]))
 
 
+@simulates(Kind.DOWN_ACCUM)
 def down_accum(ctx):
     r0, r1 = ctx.task.tile
     ctx.add("h_out", r0, linear(ctx.read("act"), ctx.weight("down")[r0:r1]))
 
 
+@simulates(Kind.EXPERT_GATE_UP)
 def expert_gate_up(ctx):
     r0, r1, k, inter = *ctx.task.tile, ctx.task.slot, ctx.c.moe_inter
     expert = ctx.weight("gate_up")[int(ctx.read("route_idx", k, k + 1))]
     ctx.write("act", r0, _swiglu(ctx, expert[r0:r1], expert[inter + r0:inter + r1]))
 
 
+@simulates(Kind.EXPERT_DOWN_ACCUM)
 def expert_down_accum(ctx):
     r0, r1, k = *ctx.task.tile, ctx.task.slot
     expert = int(ctx.read("route_idx", k, k + 1))
@@ -173,6 +188,7 @@ def expert_down_accum(ctx):
     ctx.add("h_out", r0, weight * linear(ctx.read("act"), ctx.weight("down")[expert, r0:r1]))
 
 
+@simulates(Kind.LM_HEAD)
 def lm_head(ctx):
     """Logits rows of this step, rounded to the model dtype as HF's lm_head output is (so ties break
     the same way), and this tile's first maximum for the argmax."""
@@ -184,6 +200,7 @@ def lm_head(ctx):
     ctx.write("part_idx", ctx.task.slot, torch.tensor([r0 + best], dtype=torch.int32))
 
 
+@simulates(Kind.ARGMAX)
 def argmax(ctx):
     """The first maximum over the tiles' first maxima: torch.argmax's answer over the whole row. With a
     sampling mode given to the Simulator, a seeded draw from the step's logits row instead
@@ -203,11 +220,5 @@ def argmax(ctx):
         ctx.sim.stop(ctx.step)
 
 
-RUN = {
-    Kind.EMBED: embed, Kind.RMSNORM_GEMV: rmsnorm_gemv, Kind.ROPE_Q_ABSORB: rope_q_absorb,
-    Kind.CACHE_APPEND: cache_append, Kind.ATTN_CHUNK: attn_chunk, Kind.ATTN_MERGE_UV: attn_merge_uv,
-    Kind.O_PROJ_RESIDUAL: o_proj_residual, Kind.ROUTER: router, Kind.GATE_UP: gate_up, Kind.DOWN_ACCUM: down_accum,
-    Kind.EXPERT_GATE_UP: expert_gate_up, Kind.EXPERT_DOWN_ACCUM: expert_down_accum, Kind.LM_HEAD: lm_head,
-    Kind.ARGMAX: argmax, Kind.ROUTE_TOPK: route_topk,
-}
-assert set(RUN) == set(Kind), "every task kind needs a simulator implementation"
+RUN = {kind: entry.simulate for kind, entry in REGISTRY.items()}
+assert not missing("simulate"), f"task kinds without a simulator implementation: {missing('simulate')}"
