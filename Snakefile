@@ -1,7 +1,8 @@
 """fleet-decode workflow: deploy to each target host, run milestones M0-M4 and the benchmark there,
 fetch the evidence, render the report. Staleness is by content hash (rules/common.smk).
 
-  snakemake report                 # everything for the config's targets, then results/REPORT.md
+  snakemake report                 # everything for the config's targets, results/REPORT.md, the verdict
+  snakemake report --config strict=true   # the same, and a failing gate fails the run
   snakemake -n                     # what would rerun, and why (see .work/triggers/)
   snakemake --config targets='[h200]' report
   snakemake --report report.html   # Snakemake's own report, with captions
@@ -21,7 +22,21 @@ include: "rules/bench.smk"
 include: "rules/report.smk"
 
 
+onstart:
+    check_before_running()
+
+
+onsuccess:
+    finish()
+
+
+onerror:
+    finish()
+
+
+# The default target (and Snakemake's own --report): everything, rendered; `snakemake report` also
+# prints the verdict.
 rule all:
     input:
-        rules.report.output,
+        rules.render_report.output,
     default_target: True

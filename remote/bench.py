@@ -22,6 +22,7 @@ with Milestone(*envelope("bench"), args) as m:
     model = m.load_model()
     on_gpu = backend.name == "gpu"
     lengths = m.params.get("bench_prompt_lengths") or [m.params["prompt_tokens"]]
+    m.progress(f"timing {', '.join(bench.STEP_CONTENDERS if on_gpu else CPU_CONTENDERS)} at prompt lengths {lengths}")
     result = bench.run_bench(
         model, prompt_lengths=tuple(lengths), decode_tokens=m.params["decode_tokens"],
         runs=m.params.get("bench_runs", 3), device=m.device(), model_source=m.params["model"],

@@ -19,11 +19,15 @@ ROOT = Path(workflow.basedir)
 sys.path.insert(0, str(ROOT / "src"))  # fleet_decode may be importable only from this tree
 
 from fleet_decode.pipeline import config as pipeline_config
-from fleet_decode.pipeline import audit
+from fleet_decode.pipeline import audit, safekeep
 from fleet_decode.pipeline.audit import evidence_state, report_state
 from fleet_decode.pipeline.milestones import MILESTONES
 from fleet_decode.pipeline.sources import EVIDENCE, declared_files
-from fleet_decode.pipeline.run import deploy, run_rule
+from fleet_decode.pipeline.run import deploy, preflight, run_rule
+
+# `--config strict=true` is a switch of this invocation, not a setting of the config file
+STRICT = bool(config.pop("strict", False))
+MAIN = getattr(workflow, "is_main_process", True)  # not in a job's own process (cluster, SLURM)
 
 try:
     pipeline_config.validate(config, ROOT / "config" / "config.schema.yaml")
@@ -75,6 +79,12 @@ def _write_trigger(path, reasons):
     _set_mtime(path, time.time() if reasons else 0)
 
 
+def _say_why(what, reasons):
+    """Snakemake names only the trigger file as a job's reason; this names the source that changed."""
+    if MAIN:
+        print(f"to redo {what}: {'; '.join(reasons)}", file=sys.stderr)
+
+
 def _refresh_triggers():
     hashes = {}
     for host in TARGETS:
@@ -85,18 +95,68 @@ def _refresh_triggers():
                 state = evidence_state(f"results/{host}/{rel}", ROOT, params, hashes)
                 fresh = state.state == "fresh"
                 _write_trigger(f".work/triggers/{host}/{rel}.trigger", [] if fresh else state.reasons)
+                if not fresh:
+                    _say_why(f"results/{host}/{rel}", state.reasons)
                 if fresh:
                     _set_mtime(state.path, _made_at(state.doc))
     # stale when a report source or any host's evidence changed (pipeline.audit.report_state)
     shown = report_state(ROOT, "results")  # ("report" is a Snakemake keyword at the start of a line)
     _write_trigger(".work/triggers/report.trigger", shown.reasons)
+    if shown.reasons:
+        _say_why("the report", shown.reasons)
     report_outputs = [Path(p) for p in (REPORT_STAMP, "results/REPORT.md", "results/report.html")]
     if shown.state == "fresh" and all(p.exists() for p in report_outputs):
         for path in report_outputs:
             _set_mtime(path, _made_at(shown.doc))
 
 
+def _outputs_a_run_may_redo():
+    evidence = [f"results/{host}/{rel}" for host in TARGETS for rels in EVIDENCE.values() for rel in rels]
+    return [*evidence, REPORT_STAMP, "results/REPORT.md", "results/report.html"]
+
+
+def _restore_kept(why):
+    for rel in safekeep.restore_missing(ROOT):
+        print(f"restored {rel} ({why})", file=sys.stderr)
+
+
+if MAIN:  # put back what a killed run left deleted, before judging what is fresh
+    _restore_kept("kept from a run that did not finish")
 _refresh_triggers()
+if MAIN:
+    safekeep.keep(ROOT, _outputs_a_run_may_redo())
+
+
+def planned_hosts():
+    """The hosts that jobs about to run will reach."""
+    return {job.wildcards_dict["host"] for job in workflow.dag.needrun_jobs() if "host" in job.wildcards_dict}
+
+
+def check_before_running():
+    """onstart: refuse the whole run before any job starts (and Snakemake removes its outputs)."""
+    hosts = planned_hosts()
+    problems = preflight(config, hosts, ROOT) if hosts else []
+    if problems:
+        raise WorkflowError("nothing was run: " + "; ".join(problems))
+
+
+def print_verdict():
+    """The end of `snakemake report`: one screen per host; under `--config strict=true` a failing
+    gate (or invalid evidence) of a target fails the run."""
+    from fleet_decode.report import verdicts
+    from fleet_decode.report.verdict import summary
+
+    verdict = verdicts(ROOT, Path("results"))
+    print(f"\n{summary(verdict)}\n", flush=True)
+    failing = [f"{host} {v.milestone} {v.label}" for host in TARGETS for v in verdict.get(host, [])
+               if "FAIL" in v.label or v.state == "INVALID"]
+    if STRICT and failing:
+        raise WorkflowError("strict: " + ", ".join(failing))
+
+
+def finish():
+    """onsuccess / onerror: put back the evidence of every job that did not finish."""
+    _restore_kept("its job did not finish; the evidence from before is kept")
 
 
 def run_on_host(wildcards, rule_name, output_path):

@@ -1,4 +1,4 @@
-# M3: one decode step through all layers vs HF eager.
+# M3: one decode step through all layers vs exact arithmetic (HF eager reported beside).
 rule m3:
     input:
         sources=rule_sources("m3"),

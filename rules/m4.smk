@@ -1,4 +1,4 @@
-# M4: greedy decode after HF prefill of the fixed prompt vs HF greedy.
+# M4: free-running greedy decode after HF prefill vs the exact greedy decoder.
 rule m4:
     input:
         sources=rule_sources("m4"),

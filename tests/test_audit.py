@@ -43,7 +43,7 @@ def test_an_edited_source_makes_its_evidence_stale_and_says_which(clone):
 def test_a_hand_edited_evidence_file_is_invalid(clone):
     path = clone / "results" / "cpu" / "m4" / "e2e.json"
     doc = json.loads(path.read_text())
-    doc["gates"]["min_logits_cosine"]["value"] = 1.0 if doc["gates"]["min_logits_cosine"]["value"] != 1.0 else 0.5
+    doc["gates"]["tokens_generated"]["value"] += 1
     path.write_text(json.dumps(doc, indent=1))
     rc, states = audit(clone)
     assert rc == 1
@@ -71,3 +71,20 @@ def test_the_report_is_judged_too_and_goes_stale_with_any_hosts_evidence(clone):
     (clone / "results" / "h200" / "bench").mkdir(parents=True)
     (clone / "results" / "h200" / "bench" / "bench.json").write_bytes(bench.read_bytes())
     assert "stale    results/report.json (the report)  (results/h200/bench/bench.json (added))" in human()
+
+
+def test_an_edited_report_is_invalid_and_fails_the_audit(clone):
+    report = clone / "results" / "REPORT.md"
+    report.write_text(report.read_text().replace("PASS", "PASS!", 1))
+    result = subprocess.run([sys.executable, "-m", "fleet_decode", "audit"], cwd=clone, capture_output=True,
+                            text=True, env=dict(os.environ, PYTHONPATH=str(clone / "src")))
+    assert result.returncode == 1
+    assert "invalid  results/report.json (the report)  (results/REPORT.md differs from what was rendered" in result.stdout
+
+
+def test_evidence_missing_for_a_configured_target_is_listed_and_fails_the_audit(clone):
+    (clone / "results" / "cpu" / "m2" / "layer_1.json").unlink()
+    rc, states = audit(clone)
+    assert rc == 1
+    assert states["results/cpu/m2/layer_1.json"]["state"] == "missing"
+    assert states["results/cpu/m2/layer_1.json"]["reasons"] == ["target cpu has no m2/layer_1.json"]

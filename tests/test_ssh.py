@@ -125,7 +125,7 @@ def test_whole_workflow_over_ssh_produces_every_evidence_file_and_the_report(ssh
     assert {s.doc["host"]["name"] for s in states} == {"gpu-box"}
     assert {s.doc["params"]["backend"] for s in states} == {"sim"}
     report = (repo / "results" / "REPORT.md").read_text()
-    assert "`results/gpu-box/m4/e2e.json` · rule `m4`" in report
+    assert "| `results/gpu-box/m4/e2e.json` | m4 | `" in report
     html = (repo / "results" / "report.html").read_text()
     assert "data:image/svg+xml;base64," in html and "results/gpu-box/bench/bench.json" in html
     runs = list((tmp_path / "remote 'work' dir" / "runs").iterdir())

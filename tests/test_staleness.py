@@ -7,7 +7,7 @@ import pytest
 
 from pipeline_helpers import built_pipeline, fresh_clone, planned_jobs, run, snakemake
 
-DECODER_JOBS = {"m0_build": 1, "m1": 1, "m2": 2, "m3": 1, "m4": 1, "bench": 1, "report": 1, "all": 1}
+DECODER_JOBS = {"m0_build": 1, "m1": 1, "m2": 2, "m3": 1, "m4": 1, "bench": 1, "render_report": 1, "all": 1}
 
 
 pytestmark = pytest.mark.slow  # the first test of the session builds the pipeline (~1 min)
@@ -50,13 +50,13 @@ def test_task_kernel_edit_reruns_m1_to_m4_and_bench_not_the_fingerprint(clone):
 def test_template_edit_reruns_only_the_report(clone):
     template = clone / "report_templates" / "REPORT.md.j2"
     template.write_text(template.read_text() + "\n")
-    assert dry_run(clone) == {"report": 1, "all": 1}
+    assert dry_run(clone) == {"render_report": 1, "all": 1}
 
 
 def test_evidence_of_a_host_the_run_does_not_target_reruns_only_the_report(clone):
     # what happens when a GPU host's evidence is brought back and committed, then `snakemake report`
     shutil.copytree(clone / "results" / "cpu", clone / "results" / "h200")
-    assert dry_run(clone) == {"report": 1, "all": 1}
+    assert dry_run(clone) == {"render_report": 1, "all": 1}
     assert "results/h200/m0/host.json (added)" in (clone / ".work/triggers/report.trigger").read_text()
 
 

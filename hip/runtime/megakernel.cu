@@ -389,7 +389,7 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
       const int* rec = tasks + static_cast<size_t>(t) * FD_TASK_WORDS;
       const int* order = a.add_order + t * FD_ADD_ORDER_WORDS;
       const int kind = rec[FD_T_KIND], out_event = rec[FD_T_OUT_EVENT];
-      const int add_group = order[0], add_rank = order[1], add_size = order[2], add_row = order[3];
+      const int add_group = order[0];
       fd_resolve_task(a, h, rec, view);  // published to the block by the barrier after the wait
       unsigned long long* tr =
           a.trace != nullptr && threadIdx.x == 0
@@ -437,23 +437,22 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
         stage_parity ^= 1;
       }
       const bool adds = kind == FD_KIND_DOWN_ACCUM || kind == FD_KIND_EXPERT_DOWN_ACCUM;
-      // Read from the view now: the next task's view may be written as soon as this task's last barrier passes.
-      float* summed = adds ? fd_accumulated(view, kind) : nullptr;
-      const int tile_begin = view.b0, tile_end = view.b1;
+      // Thread 0 signals after the task's last barrier, when the next task's view may already be
+      // written: what it needs then is read now. Everything else reads the view before that barrier.
       int* token_row = kind == FD_KIND_ARGMAX ? static_cast<int*>(view.buf[FD_ARGMAX_BUF_TOKENS]) : nullptr;
-      float* into = add_group >= 0 ? a.partials + add_row : summed;
+      float* into = add_group >= 0 ? a.partials + order[3] : adds ? fd_accumulated(view, kind) : nullptr;
       fd_run_task(a, constants, view, kind, step, into, fd_smem, staged_slot,
                   staged_slot >= 0 ? reinterpret_cast<const char*>(stage) - st[1] : nullptr);
       __syncthreads();
       if (add_group >= 0) {
         if (threadIdx.x == 0) {
           const int before = fd_atomic_add_acq_rel(a.arrivals + add_group, 1);
-          last_adder = before == (step + 1) * add_size - 1;  // arrivals never reset: n per step
+          last_adder = before == (step + 1) * order[2] - 1;  // arrivals never reset: n per step
         }
         __syncthreads();
         if (last_adder) {
-          fd_sum_partials(a.partials + add_row - static_cast<size_t>(add_rank) * a.partial_row, add_size,
-                          a.partial_row, tile_begin, tile_end, summed);
+          fd_sum_partials(a.partials + order[3] - static_cast<size_t>(order[1]) * a.partial_row, order[2],
+                          a.partial_row, view.b0, view.b1, fd_accumulated(view, kind));
           __syncthreads();
         }
       }

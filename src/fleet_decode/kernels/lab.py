@@ -147,6 +147,8 @@ def speed_variants(n_prompt: int, n_tokens: int) -> dict[str, Variant]:
         "stage 64 KiB": Variant(tuning=Tuning(stage_kib=64)),
         "moe shared-first": Variant({"moe_tiles": "shared-first"}),
         "moe shared-first-all": Variant({"moe_tiles": "shared-first-all"}),
+        "absorb_parts=2": Variant({"absorb_parts": 2}),
+        "absorb_parts=8": Variant({"absorb_parts": 8}),
         "attn_chunk=32": Variant({"attn_chunk": 32}),
         "heads_per_tile=2": Variant({"heads_per_tile": 2}),
         "task_overhead=32768": Variant({"task_overhead": 32768}),

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -107,23 +108,23 @@ def cosine(ours: torch.Tensor, theirs: torch.Tensor) -> float:
     return F.cosine_similarity(ours.float().flatten(), theirs.float().flatten().to(ours.device), dim=0).item()
 
 
-def continued(model, prefilled: Reference, n_prompt: int) -> Reference:
+def continued(model, prefilled: Reference, n_prompt: int, max_positions: int | None = None) -> Reference:
     """A Reference on `model` that continues from `prefilled`'s cache rows [0, n_prompt) (upcast or
     copied), as if it had run the prefill itself: one HF prefill serves several decodes."""
-    twin = Reference(model, max_positions=prefilled.max_positions)
+    twin = Reference(model, max_positions=max_positions or prefilled.max_positions)
     twin.ckv[:, :n_prompt] = prefilled.ckv[:, :n_prompt]
     twin.kpe[:, :n_prompt] = prefilled.kpe[:, :n_prompt]
     twin.pos = n_prompt
     return twin
 
 
-def exact_twin(model, prefilled: Reference, n_prompt: int) -> Reference:
+def exact_twin(model, prefilled: Reference, n_prompt: int, max_positions: int | None = None) -> Reference:
     """The reference on an fp32 copy of model's weights, continuing from `prefilled`'s (a model-dtype
     Reference after prefill) cache: exact arithmetic on everything the bf16 decodes share, so their
     distances to it are their own roundings."""
     import copy
 
-    return continued(copy.deepcopy(model).float(), prefilled, n_prompt)
+    return continued(copy.deepcopy(model).float(), prefilled, n_prompt, max_positions)
 
 
 @torch.no_grad()
@@ -190,6 +191,73 @@ def against_exact_math(model, result: Comparison) -> dict:
                 "worst_cosine": min(cosine(l, t) for l, t in zip(logits[1:], exact_logits[1:]))}
 
     return {"hf_vs_exact": distance(hf_hidden, hf_logits), "reference_vs_exact": distance(ref_hidden, ref_logits)}
+
+
+# ----------------------------------------------------------------------------- milestone gates
+# M3 and M4 judge the decoder under test against exact arithmetic, not against HF eager: on random
+# weights HF eager's own bf16 error exceeds any useful gate. Both backends use these same helpers.
+
+@dataclass
+class ExactDecode:
+    """The exact decoder's steps, aligned with a backend's `simulate`: step i is fed the previous
+    token (step 0 the prefill's argmax) and gives logits[i] and each layer's hidden[i]."""
+    logits: list[torch.Tensor]
+    hidden: list[list[torch.Tensor]]
+
+    @property
+    def tokens(self) -> list[int]:
+        return [int(l.argmax()) for l in self.logits]
+
+
+@torch.no_grad()
+def exact_decode(model, prompt: list[int], n_steps: int, fed: list[int] | None = None) -> ExactDecode:
+    """n_steps of exact arithmetic (exact_twin: fp32 on the model's own weights and prefill cache),
+    greedy on its own tokens, or fed `fed` (step i is fed fed[i - 1]): fed the decoder's tokens, it
+    is the exact free-running decoder up to their first split and judges every later step on the
+    decoder's own inputs."""
+    prefilled = Reference(model, max_positions=len(prompt) + 1)
+    token = int(prefilled.prefill(prompt).argmax())
+    exact = exact_twin(model, prefilled, len(prompt), max_positions=len(prompt) + n_steps)
+    result = ExactDecode([], [])
+    for step in range(n_steps):
+        result.logits.append(exact.step(token).float())
+        result.hidden.append([h.float() for h in exact.hidden_states])
+        token = result.tokens[-1] if fed is None else int(fed[step])
+    return result
+
+
+def logit_spacing(value: float, dtype: torch.dtype = torch.bfloat16) -> float:
+    """The gap between adjacent `dtype` numbers at |value|: two logits closer than this can swap
+    order under one rounding, so a greedy split there is rounding, not an error."""
+    magnitude = max(abs(float(value)), torch.finfo(dtype).tiny)
+    return torch.finfo(dtype).eps * 2.0 ** math.floor(math.log2(magnitude))
+
+
+@dataclass
+class TokenSplit:
+    step: int
+    token: int        # the decoder's
+    exact_token: int  # exact arithmetic's argmax on the same inputs
+    exact_margin: float  # exact top-2 logit gap at this step
+    spacing: float    # the logit dtype's spacing at the top logit's magnitude
+    allowed: bool     # margin below spacing: a near-tie that rounding may break either way
+
+
+def token_splits(tokens: list[int], exact: ExactDecode, dtype: torch.dtype = torch.bfloat16) -> list[TokenSplit]:
+    """Every step where the decoder's greedy token differs from exact arithmetic's on the same
+    inputs, each with the exact top-2 margin and whether that margin excuses it."""
+    splits = []
+    for step, (token, logits) in enumerate(zip(tokens, exact.logits)):
+        top = logits.topk(2).values
+        if int(token) != int(logits.argmax()):
+            margin, spacing = float(top[0] - top[1]), logit_spacing(top[0], dtype)
+            splits.append(TokenSplit(step, int(token), int(logits.argmax()), margin, spacing, margin < spacing))
+    return splits
+
+
+def layer_errors(hidden: list, exact_hidden: list) -> list[float]:
+    """Relative error of each layer's hidden state from exact arithmetic's."""
+    return [relative_error(torch.as_tensor(h).flatten().cpu(), e.flatten().cpu()) for h, e in zip(hidden, exact_hidden)]
 
 
 def accuracy_failures(exact: dict, slack: float = 1.25) -> list[str]:

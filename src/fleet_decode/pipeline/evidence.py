@@ -16,6 +16,7 @@ import platform
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from fleet_decode.pipeline.sources import changed_sources, hash_sources
@@ -172,8 +173,14 @@ class Milestone:
 
     def __enter__(self):
         self.started_at = _now()
+        self._clock = time.monotonic()
         self.git = deployed_git(self.args.root)
+        self.progress(f"started on {self.args.host} ({self.params.get('backend')}, {self.params.get('model')})")
         return self
+
+    def progress(self, message: str):
+        """One line to stdout, flushed at once: the run's log, which the rule streams to the terminal."""
+        print(f"[{self.rule} {time.monotonic() - self._clock:7.1f}s] {message}", flush=True)
 
     def gate(self, name: str, value, op: str, bound) -> bool:
         passed = bool(value is not None and _OPS[op](value, bound))
@@ -201,6 +208,7 @@ class Milestone:
 
     def __exit__(self, exc_type, exc, tb):
         if exc_type is not None:
+            self.progress(f"stopped by {exc_type.__name__}: {exc}; no evidence written")
             return False
         root = Path(self.args.root)
         sources = hash_sources(root, self.rule)
@@ -215,4 +223,6 @@ class Milestone:
             "status": "pass" if all(g["passed"] for g in self.gates.values()) else "fail",
             "gates": self.gates, "metrics": self.metrics,
         })
+        failed = [name for name, g in self.gates.items() if not g["passed"]]
+        self.progress(f"evidence written: {'FAIL (' + ', '.join(failed) + ')' if failed else 'PASS'}")
         return False

@@ -17,9 +17,9 @@ import secrets
 from rich.console import Console
 
 from fleet_decode.pipeline.config import host_params
+from fleet_decode.pipeline.deploy import DirtyTree, ensure_deployed, resolve_workdir, snapshot
 from fleet_decode.pipeline.milestones import MILESTONES
-from fleet_decode.pipeline.deploy import ensure_deployed, resolve_workdir, snapshot
-from fleet_decode.pipeline.transport import open_transport, q
+from fleet_decode.pipeline.transport import TransportError, open_transport, q
 
 
 def run_name(rule: str, stamp: str, token: str) -> str:
@@ -48,6 +48,24 @@ def _deploy_on(transport, host: dict, snap) -> tuple[str, str]:
     """(work dir, deployed tree dir) on the host, deploying `snap` if it is not there yet."""
     workdir = resolve_workdir(transport, host["workdir"])
     return workdir, ensure_deployed(transport, snap, workdir, host["python"])
+
+
+def preflight(config: dict, host_names, repo) -> list[str]:
+    """Why the planned jobs on `host_names` cannot run (empty: they can): a tree that would be
+    refused as dirty, a host that cannot be reached. Checked before any job runs, because a job
+    that starts has its old evidence removed by Snakemake first."""
+    problems = []
+    try:
+        snapshot(repo, config.get("allow_dirty", False))
+    except DirtyTree as e:
+        problems.append(str(e))
+    for name in sorted(set(host_names)):
+        try:
+            with open_transport(name, config["hosts"][name], config.get("ssh_config")) as transport:
+                transport.check("true", "reaching the host", timeout=30)
+        except (TransportError, OSError) as e:
+            problems.append(f"host {name} cannot be reached: {e}")
+    return problems
 
 
 def deploy(config: dict, host_name: str, repo) -> dict:
