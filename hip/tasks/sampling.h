@@ -58,35 +58,37 @@ __device__ __forceinline__ float fd_mass_from(const float* x, int n, int key, fl
   return fd_block_sum(mass);
 }
 
-// Thresholds one pass of fd_largest_key measures at once: the key range shrinks this many times per
+// Intervals one pass of fd_largest_key cuts the key range into: it shrinks about this many times per
 // pass over the logits, so 32-bit keys take 8 passes instead of a bisection's 32.
 constexpr int kSearchWays = 16;
 
 // The largest key K in [lo, hi) whose measure, the sum of term(x) over the logits x with key >= K, is
 // at least `need`, given that lo qualifies and hi does not (the measure only shrinks as K grows). Each
-// pass measures kSearchWays - 1 thresholds spread over (lo, hi) and keeps the interval from the last
-// that qualifies to the next. Counts (term 1) are exact in fp32 below 2^24; sums run in a fixed order.
-// Every thread holds the same lo and hi throughout.
+// pass measures the kSearchWays - 1 thresholds lo + step, lo + 2 step, ... inside (lo, hi) at once and
+// keeps the interval from the last that qualifies to the next. A logit adds its term to the sum of
+// every threshold at or below its key: (key - lo) / step of them. Counts (term 1) are exact in fp32
+// below 2^24; sums run in a fixed order. Every thread holds the same lo and hi throughout.
 template <class Term>
 __device__ __forceinline__ int fd_largest_key(const float* x, int n, int lo, int hi, float need, Term term) {
   __shared__ float partial[kSearchWays - 1][kMaxWarpsPerBlock];
   while (static_cast<long long>(hi) - lo > 1) {
     const long long span = static_cast<long long>(hi) - lo;
     const int ways = span < kSearchWays ? static_cast<int>(span) : kSearchWays;
-    int thresholds[kSearchWays - 1];  // strictly increasing inside (lo, hi); unused past ways - 1
+    const unsigned int step = static_cast<unsigned int>(span / ways);  // (ways - 1) steps stay below hi
     float sums[kSearchWays - 1];
 #pragma unroll
-    for (int j = 0; j < kSearchWays - 1; ++j) {
-      thresholds[j] = j + 1 < ways ? static_cast<int>(lo + span * (j + 1) / ways) : hi;
-      sums[j] = 0.f;
-    }
+    for (int j = 0; j < kSearchWays - 1; ++j) sums[j] = 0.f;
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
       const int key = fd_order_key(x[i]);
-      if (key < thresholds[0]) continue;  // counts toward no threshold: no term computed
+      if (key < lo) continue;
+      // key - lo < 2^32: exact in unsigned arithmetic
+      const unsigned int passed = min(static_cast<unsigned int>(ways - 1),
+                                      (static_cast<unsigned int>(key) - static_cast<unsigned int>(lo)) / step);
+      if (passed == 0) continue;  // below every threshold: no term computed
       const float t = term(x[i]);
 #pragma unroll
       for (int j = 0; j < kSearchWays - 1; ++j)
-        if (key >= thresholds[j]) sums[j] += t;
+        if (static_cast<unsigned int>(j) < passed) sums[j] += t;
     }
     __syncthreads();  // partial[] may still be read by the previous pass
 #pragma unroll
@@ -95,19 +97,18 @@ __device__ __forceinline__ int fd_largest_key(const float* x, int n, int lo, int
       if (fd_lane() == 0) partial[j][fd_warp()] = s;
     }
     __syncthreads();
-    // The measure shrinks along the thresholds: the new interval is from the last one with enough
-    // to the first without (constant indices only, so the arrays stay in registers).
+    // The measure shrinks along the thresholds: the new interval is from the last one with enough to
+    // the first without.
     int next_lo = lo, next_hi = hi;
-#pragma unroll
-    for (int j = kSearchWays - 2; j >= 0; --j) {
-      if (j + 1 >= ways) continue;
+    for (int j = ways - 2; j >= 0; --j) {
       float total = 0.f;
       for (int w = 0; w < fd_num_warps(); ++w) total += partial[j][w];
+      const int threshold = static_cast<int>(lo + static_cast<long long>(step) * (j + 1));
       if (total >= need) {
-        next_lo = thresholds[j];
+        next_lo = threshold;
         break;
       }
-      next_hi = thresholds[j];
+      next_hi = threshold;
     }
     lo = next_lo;
     hi = next_hi;
