@@ -13,6 +13,7 @@ if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
   command -v clang++-19 >/dev/null || need+=(clang-19)
   command -v ld.lld-19 >/dev/null || need+=(lld-19)
   command -v chromium >/dev/null || need+=(chromium)
+  command -v slurmctld >/dev/null || [ -x /usr/sbin/slurmctld ] || need+=(slurm-wlm munge)  # the cluster test
   if [ ${#need[@]} -gt 0 ]; then
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

@@ -27,17 +27,19 @@ def run(cmd, cwd=None, check=True, **kw):
 
 
 class Sshd:
-    """sshd -D on a free port; aliases: `fleet-test` (known key), `fleet-unknown` (key not in its
-    known_hosts), `fleet-closed` (nothing listens)."""
+    """sshd -D with throwaway keys, on 127.0.0.1 at a free port unless told otherwise (`netns`: started
+    inside that network namespace, listening on its `address`); aliases: `fleet-test` (known key),
+    `fleet-unknown` (key not in its known_hosts), `fleet-closed` (nothing listens)."""
 
-    def __init__(self, tmp: Path):
-        self.dir = tmp
-        self.port = free_port()
+    def __init__(self, tmp: Path, address: str = "127.0.0.1", port: int | None = None,
+                 netns: str | None = None):
+        self.dir, self.address = tmp, address
+        self.port = port or free_port()
         for name in ("host_key", "user_key"):
             run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp / name)])
         shutil.copy(tmp / "user_key.pub", tmp / "authorized_keys")
         (tmp / "sshd_config").write_text(f"""Port {self.port}
-ListenAddress 127.0.0.1
+ListenAddress {address}
 HostKey {tmp}/host_key
 AuthorizedKeysFile {tmp}/authorized_keys
 PermitRootLogin prohibit-password
@@ -50,33 +52,37 @@ PidFile {tmp}/sshd.pid
 Subsystem sftp internal-sftp
 """)
         key_type, key = (tmp / "host_key.pub").read_text().split()[:2]
-        (tmp / "known_hosts").write_text(f"[127.0.0.1]:{self.port} {key_type} {key}\n")
+        known_as = address if self.port == 22 else f"[{address}]:{self.port}"  # as ssh looks it up
+        (tmp / "known_hosts").write_text(f"{known_as} {key_type} {key}\n")
         self.unknown_known_hosts = tmp / "unknown_known_hosts"
         self.unknown_known_hosts.write_text("")
-        user = os.environ.get("USER") or "root"
-        common = f"  User {user}\n  IdentityFile {tmp}/user_key\n  IdentitiesOnly yes\n"
         self.ssh_config = tmp / "ssh_config"
         self.ssh_config.write_text(
-            f"Host fleet-test\n  HostName 127.0.0.1\n  Port {self.port}\n{common}"
-            f"  UserKnownHostsFile {tmp}/known_hosts\n"
-            f"Host fleet-unknown\n  HostName 127.0.0.1\n  Port {self.port}\n{common}"
-            f"  UserKnownHostsFile {self.unknown_known_hosts}\n"
-            f"Host fleet-closed\n  HostName 127.0.0.1\n  Port {free_port()}\n{common}"
-            f"  UserKnownHostsFile {tmp}/known_hosts\n")
+            self.alias("fleet-test")
+            + self.alias("fleet-unknown", known_hosts=self.unknown_known_hosts)
+            + self.alias("fleet-closed", port=free_port()))
         Path("/run/sshd").mkdir(parents=True, exist_ok=True)
         self.log = open(tmp / "sshd.log", "w")
-        self.process = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(tmp / "sshd_config")],
+        inside = ["ip", "netns", "exec", netns] if netns else []
+        self.process = subprocess.Popen([*inside, "/usr/sbin/sshd", "-D", "-e", "-f", str(tmp / "sshd_config")],
                                         stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"sshd exited: {(tmp / 'sshd.log').read_text()}")
             try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                socket.create_connection((address, self.port), timeout=0.5).close()
                 return
             except OSError:
                 time.sleep(0.1)
         raise RuntimeError("sshd did not start listening")
+
+    def alias(self, name: str, port: int | None = None, known_hosts: Path | None = None) -> str:
+        """An ssh_config Host block that reaches this sshd as root-or-$USER with the throwaway key."""
+        user = os.environ.get("USER") or "root"
+        return (f"Host {name}\n  HostName {self.address}\n  Port {port or self.port}\n  User {user}\n"
+                f"  IdentityFile {self.dir}/user_key\n  IdentitiesOnly yes\n"
+                f"  UserKnownHostsFile {known_hosts or self.dir / 'known_hosts'}\n")
 
     def stop(self):
         self.process.terminate()
@@ -123,9 +129,9 @@ def git(path, *args):
     return run(["git", "-c", "user.name=test", "-c", "user.email=test@example.com", *args], cwd=path)
 
 
-def snakemake(path, *args, check=True):
+def snakemake(path, *args, check=True, cores=1):
     env = dict(os.environ, PYTHONPATH=str(Path(path) / "src"))
-    return run([sys.executable, "-m", "snakemake", "--cores", "1", *args], cwd=path, check=check, env=env)
+    return run([sys.executable, "-m", "snakemake", "--cores", str(cores), *args], cwd=path, check=check, env=env)
 
 
 def planned_jobs(dry_run_output: str) -> dict:

@@ -206,7 +206,7 @@ __device__ __forceinline__ void fd_resolve_task(const fd_launch_args& a, const i
 // into: where an adding task adds (its own scratch row, or h_out itself when it is the only adder).
 // staged_slot >= 0: that weight operand is read from the stage, staged_base being where its byte 0
 // would lie (the stage minus the staged range's offset), so the task's own indexing is unchanged.
-__device__ void fd_run_task(const fd_launch_args& a, const fd_model_constants& c, const fd_task_view& v, int kind,
+__device__ __forceinline__ void fd_run_task(const fd_launch_args& a, const fd_model_constants& c, const fd_task_view& v, int kind,
                             int step, float* into, void* smem, int staged_slot, const char* staged_base) {
   const int b0 = v.b0, b1 = v.b1, slot = v.slot;
   const int hidden = c.hidden, inter = c.inter, vocab = c.vocab;
@@ -354,7 +354,13 @@ __device__ __forceinline__ float* fd_accumulated(const fd_task_view& v, int kind
   return static_cast<float*>(v.buf[operand]);
 }
 
-__global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_args a, unsigned long long timeout_ticks) {
+__global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_args launch,
+                                                                     unsigned long long timeout_ticks) {
+  // The arguments in shared memory: passed by reference to the helpers, a kernel parameter would be
+  // copied to scratch per lane on AMD (the copy was 160+ bytes of the megakernel's scratch).
+  __shared__ fd_launch_args a;
+  if (threadIdx.x == 0) a = launch;
+  __syncthreads();
   extern __shared__ __align__(128) unsigned char fd_smem[];
   __shared__ __align__(8) uint64_t stage_barrier;
   __shared__ int proceed, last_adder;

@@ -141,6 +141,9 @@ def host_fingerprint(name: str) -> dict:
         "python": platform.python_version(), "gpu": gpu, "arch": arch, "driver": driver,
         "cuda": torch.version.cuda, "hip": getattr(torch.version, "hip", None),
         "torch": torch.__version__, "transformers": transformers.__version__,
+        # SLURM's own name for the node (its NodeName need not be the hostname), as sacct and scontrol know it
+        "slurm_node": os.environ.get("SLURMD_NODENAME") or os.environ.get("SLURM_JOB_NODELIST"),
+        "slurm_job": os.environ.get("SLURM_JOB_ID"),
     }
 
 

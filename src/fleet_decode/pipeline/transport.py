@@ -15,6 +15,9 @@ from pathlib import Path
 
 q = shlex.quote
 CONNECT_TIMEOUT_S = 10
+# Opening a channel on a connection whose peer went silent (a link cut, not closed) waits this long,
+# not paramiko's hour, before the connection counts as lost.
+CHANNEL_TIMEOUT_S = 30
 REATTACH_WINDOW_S = 60
 
 
@@ -193,7 +196,8 @@ class SshTransport(Transport):
         self.close()
         path = os.path.expanduser(self.ssh_config or "~/.ssh/config")
         config = fabric.Config(runtime_ssh_path=path if os.path.exists(path) else None)
-        connection = fabric.Connection(self.alias, config=config, connect_timeout=CONNECT_TIMEOUT_S)
+        connection = fabric.Connection(self.alias, config=config, connect_timeout=CONNECT_TIMEOUT_S,
+                                       connect_kwargs={"channel_timeout": CHANNEL_TIMEOUT_S})
         known = self._known_hosts(connection.ssh_config)
         for file in known:
             if file.exists():
@@ -227,12 +231,15 @@ class SshTransport(Transport):
             raise ConnectionLost(f"{self.name}: SSH connection to {self.alias!r} is closed")
 
     def sh(self, command, timeout=120):
+        import invoke
         import paramiko
         self._alive()
         try:
             r = self.connection.run(command, hide=True, warn=True, in_stream=False, timeout=timeout)
         except (paramiko.SSHException, OSError, EOFError) as e:
             raise ConnectionLost(f"{self.name}: SSH connection to {self.alias!r} dropped: {e}") from None
+        except invoke.CommandTimedOut:  # no answer at all: a cut link looks like this, not like an error
+            raise ConnectionLost(f"{self.name}: no answer from {self.alias!r} within {timeout} s") from None
         if r.exited in (None, -1):  # the channel closed before the command's exit status came
             raise ConnectionLost(f"{self.name}: SSH connection to {self.alias!r} dropped mid-command")
         return Result(r.exited, r.stdout, r.stderr)
