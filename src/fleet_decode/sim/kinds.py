@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 from fleet_decode.graph.format import Kind, OPERANDS
 from fleet_decode.model.reference import linear, rms_norm, rope, route
+from fleet_decode.sampling import sample
 from fleet_decode.task_kinds import REGISTRY, missing, simulates
 
 
@@ -201,10 +202,22 @@ def lm_head(ctx):
 
 @simulates(Kind.ARGMAX)
 def argmax(ctx):
-    """The first maximum over the tiles' first maxima: torch.argmax's answer over the whole row."""
-    n = ctx.arg(0)
-    best = int(torch.argmax(ctx.read("part_max", 0, n)))
-    ctx.write("tokens", ctx.step + 1, ctx.read("part_idx", best, best + 1).clone())
+    """The first maximum over the tiles' first maxima: torch.argmax's answer over the whole row. With a
+    sampling mode given to the Simulator, a seeded draw from the step's logits row instead
+    (fleet_decode.sampling, what hip/tasks/sampling.h does on the device)."""
+    sampling = ctx.sim.sampling
+    if sampling is None or sampling.greedy:
+        n = ctx.arg(0)
+        best = int(torch.argmax(ctx.read("part_max", 0, n)))
+        token = ctx.read("part_idx", best, best + 1).clone()
+    else:
+        # the logits row is ordered before this task by the same lm_head event as the tiles' maxima
+        vocab, logits = ctx.c.vocab, ctx.sim.graph.buffer_index("logits")
+        row = ctx.sim.memory.read(ctx.index, ctx.step, ctx.knowledge, logits, ctx.step * vocab, (ctx.step + 1) * vocab)
+        token = torch.tensor([sample(row, sampling, position=ctx.pos + 1)], dtype=torch.int32)
+    ctx.write("tokens", ctx.step + 1, token)
+    if int(token) in ctx.sim.stop_ids:
+        ctx.sim.stop(ctx.step)
 
 
 RUN = {kind: entry.simulate for kind, entry in REGISTRY.items()}

@@ -27,7 +27,8 @@ class SimDeadlock(RuntimeError):
 
 
 class Simulator:
-    def __init__(self, encoded: EncodedGraph, weights, model_dtype, pos0: int, schedule="round-robin", seed=0):
+    def __init__(self, encoded: EncodedGraph, weights, model_dtype, pos0: int, schedule="round-robin", seed=0,
+                 sampling=None, stop_ids=()):
         if schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
         self.graph = graph = decode_graph(encoded)
@@ -43,7 +44,14 @@ class Simulator:
         self.signalers = graph.signalers()
         self.where = {t: (w, i) for w, tasks in enumerate(graph.workers) for i, t in enumerate(tasks)}
         self.after_task = None  # callback(task_index, step), e.g. to snapshot buffers at the end of a step
+        # How ARGMAX picks the token: None (or greedy) the first maximum, else a fleet_decode.sampling.Sampling.
+        # A step that picks one of stop_ids is the launch's last: no worker starts a later step.
+        self.sampling, self.stop_ids = sampling, frozenset(stop_ids)
+        self.stopped_at = None  # the step that produced a stop id
         self.stats = {"tasks_run": 0, "scheduler_picks": 0, "blocked_checks": 0}
+
+    def stop(self, step):
+        self.stopped_at = step if self.stopped_at is None else min(self.stopped_at, step)
 
     def _target(self, event, lag, step):
         return self.graph.events[event].triggers * (step + 1 - lag)
@@ -62,7 +70,8 @@ class Simulator:
         step = [0 if tasks else n_steps for tasks in g.workers]
         last, oldest = -1, 0
         while True:
-            active = [w for w in range(len(g.workers)) if step[w] < n_steps]
+            last_step = n_steps if self.stopped_at is None else min(n_steps, self.stopped_at + 1)
+            active = [w for w in range(len(g.workers)) if step[w] < last_step]
             if not active:
                 return
             runnable = [w for w in active if self._blocking_input(g.workers[w][cursor[w]], step[w]) is None]
