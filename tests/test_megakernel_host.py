@@ -91,7 +91,8 @@ def test_the_sweep_names_an_unknown_variant_and_the_known_ones(capsys):
 
 _CTYPES = {"const int*": ctypes.c_void_p, "void* const*": ctypes.c_void_p, "const void* const*": ctypes.c_void_p,
            "int*": ctypes.c_void_p, "float*": ctypes.c_void_p, "unsigned long long*": ctypes.c_void_p,
-           "const long long*": ctypes.c_void_p, "double": ctypes.c_double, "int": ctypes.c_int}
+           "const long long*": ctypes.c_void_p, "const float*": ctypes.c_void_p, "double": ctypes.c_double,
+           "int": ctypes.c_int, "float": ctypes.c_float, "unsigned int": ctypes.c_uint}
 
 
 def test_the_launch_struct_mirrors_the_runtime_field_by_field():

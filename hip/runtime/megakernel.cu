@@ -104,6 +104,7 @@ struct fd_launch_args {
   const int* stop_ids;         // [n_stop_ids]: a token among them ends the launch after its step
   int* stopped_at;             // device int, zeroed: 1 + the step whose token was a stop id
   int* published;              // nullptr, or host-mapped [n_steps]: each step's token once made
+  const float* logits;         // the graph's logits log [max_steps][vocab]: what a sampled token is drawn from
   double timeout_seconds;      // the watchdog's bound on any one wait
   int n_workers;
   int partial_row;             // floats per scratch row (the summed buffer's length)
@@ -111,6 +112,11 @@ struct fd_launch_args {
   int n_steps;
   int n_stop_ids;
   int stage_bytes;             // the stage's size; 0: nothing staged
+  float temperature;           // sampling (hip/tasks/sampling.h fd_sampling): 0 greedy
+  int top_k;                   // 0: no top-k
+  float top_p;                 // >= 1: no top-p
+  unsigned int seed_lo;         // the seed's low and high 32-bit words
+  unsigned int seed_hi;
 };
 
 __device__ __forceinline__ void fd_trace_mark(unsigned long long* tr, int word) {
@@ -316,8 +322,15 @@ __device__ __forceinline__ void fd_run_task(const fd_launch_args& a, const fd_mo
                       I(FD_LM_HEAD_BUF_PART_IDX), smem);
       break;
     case FD_KIND_ARGMAX:
-      fd_task_argmax(F(FD_ARGMAX_BUF_PART_MAX), I(FD_ARGMAX_BUF_PART_IDX), v.arg[FD_ARGMAX_ARG_N_TILES],
-                     nullptr, I(FD_ARGMAX_BUF_TOKENS), step + 1);
+      if (a.temperature > 0.f) {  // the token takes position pos + 1; the draw is keyed by it
+        const fd_sampling sampling{a.temperature, a.top_k, a.top_p, a.seed_lo, a.seed_hi};
+        fd_task_sample(a.logits + static_cast<size_t>(step) * vocab, vocab, F(FD_ARGMAX_BUF_PART_MAX),
+                       I(FD_ARGMAX_BUF_PART_IDX), v.arg[FD_ARGMAX_ARG_N_TILES], sampling, pos + 1,
+                       I(FD_ARGMAX_BUF_TOKENS), step + 1);
+      } else {
+        fd_task_argmax(F(FD_ARGMAX_BUF_PART_MAX), I(FD_ARGMAX_BUF_PART_IDX), v.arg[FD_ARGMAX_ARG_N_TILES],
+                       nullptr, I(FD_ARGMAX_BUF_TOKENS), step + 1);
+      }
       break;
     default:
       break;  // decode_graph rejects unknown kinds before upload
@@ -493,7 +506,8 @@ FD_EXPORT int fd_megakernel_launch(const fd_launch_args* args, void* stream) {
   fd_launch_args a = *args;
   if (a.n_workers <= 0 || a.n_steps <= 0 || a.pos0 < 0 || a.partial_row <= 0 || !(a.timeout_seconds > 0) ||
       a.stage_bytes < 0 || a.stage_bytes > FD_STAGE_SMEM_BYTES || a.n_stop_ids < 0 ||
-      (a.n_stop_ids > 0 && a.stop_ids == nullptr) || a.stopped_at == nullptr || a.stage == nullptr)
+      (a.n_stop_ids > 0 && a.stop_ids == nullptr) || a.stopped_at == nullptr || a.stage == nullptr ||
+      !(a.temperature >= 0.f) || (a.temperature > 0.f && a.logits == nullptr) || a.top_k < 0 || !(a.top_p > 0.f))
     return -1;
   const int smem = FD_SCRATCH_SMEM_BYTES + a.stage_bytes;
   const fd_error_t attr = fd_set_max_dynamic_smem(reinterpret_cast<const void*>(&fd_megakernel), smem);

@@ -41,10 +41,12 @@ class LaunchArgs(ctypes.Structure):
         ("counters", ctypes.c_void_p), ("arrivals", ctypes.c_void_p), ("add_order", ctypes.c_void_p),
         ("partials", ctypes.c_void_p), ("error", ctypes.c_void_p), ("step_ticks", ctypes.c_void_p),
         ("stage", ctypes.c_void_p), ("trace", ctypes.c_void_p), ("stop_ids", ctypes.c_void_p),
-        ("stopped_at", ctypes.c_void_p), ("published", ctypes.c_void_p),
+        ("stopped_at", ctypes.c_void_p), ("published", ctypes.c_void_p), ("logits", ctypes.c_void_p),
         ("timeout_seconds", ctypes.c_double),
         ("n_workers", ctypes.c_int), ("partial_row", ctypes.c_int), ("pos0", ctypes.c_int), ("n_steps", ctypes.c_int),
         ("n_stop_ids", ctypes.c_int), ("stage_bytes", ctypes.c_int),
+        ("temperature", ctypes.c_float), ("top_k", ctypes.c_int), ("top_p", ctypes.c_float),
+        ("seed_lo", ctypes.c_uint), ("seed_hi", ctypes.c_uint),
     ]
 
 
@@ -233,12 +235,13 @@ class Megakernel:
 
     # ------------------------------------------------------------------ the launch
     def launch(self, pos0: int, n_steps: int, timeout_s: float = 1.0, trace: torch.Tensor | None = None,
-               stop_ids=(), on_token=None) -> float:
+               stop_ids=(), on_token=None, sampling=None) -> float:
         """Runs n_steps steps at positions pos0.. in one launch; returns its seconds (host clock).
         Raises WatchdogTimeout naming the stuck task if any wait outlasts timeout_s. trace: None, or
         an int64 tensor [n_steps, tasks, TRACE_WORDS] the runtime fills (fleet_decode.kernels.trace).
         stop_ids: the launch ends after the step whose token is one of them. on_token(step, token) is
-        called from this thread as the kernel publishes each token, while it still runs."""
+        called from this thread as the kernel publishes each token, while it still runs. sampling: a
+        fleet_decode.sampling.Sampling drawn from on the device (None or temperature 0: greedy)."""
         c = self.graph.constants
         if n_steps > c.max_steps or pos0 + n_steps > c.max_positions:
             raise MegakernelError(f"{n_steps} steps from position {pos0} exceed the graph's {c.max_steps} steps "
@@ -263,7 +266,12 @@ class Megakernel:
             trace=None if trace is None else trace.data_ptr(), stop_ids=stops.data_ptr(),
             stopped_at=self.stopped_at.data_ptr(), published=self.published.data_ptr(),
             timeout_seconds=float(timeout_s), n_workers=len(self.graph.workers), partial_row=self.partial_row,
-            pos0=pos0, n_steps=n_steps, n_stop_ids=len(stop_ids), stage_bytes=stage_bytes)
+            pos0=pos0, n_steps=n_steps, n_stop_ids=len(stop_ids), stage_bytes=stage_bytes,
+            logits=self.buffer("logits").data_ptr() if self.graph.constants.has_head else None)
+        if sampling is not None:
+            args.temperature, args.top_k, args.top_p, args.seed_lo, args.seed_hi = sampling.device_args()
+        else:
+            args.top_p = 1.0
         stream = torch.cuda.current_stream(self.device)
         torch.cuda.synchronize(self.device)
         started = time.perf_counter()
@@ -329,16 +337,17 @@ class Megakernel:
 
     @torch.no_grad()
     def generate(self, n_prompt: int, n_tokens: int, timeout_s: float = 1.0, trace=None, start_token: int | None = None,
-                 stop_ids=(), on_token=None) -> DecodeResult:
+                 stop_ids=(), on_token=None, sampling=None) -> DecodeResult:
         """n_tokens greedy steps in ONE launch at positions n_prompt.. of the filled cache (repeatable:
         each launch rewrites the cache rows and tokens it decodes). start_token: the token step 0 is
         fed (default: the one prefill() left); a longer generation continues with the last position
-        and token of the previous launch. stop_ids / on_token: as launch(); the result ends at a stop."""
+        and token of the previous launch. stop_ids / on_token / sampling: as launch(); the result ends
+        at a stop."""
         c = self.graph.constants
         tokens = self.buffer("tokens")
         if start_token is not None:
             tokens[0] = int(start_token)
-        seconds = self.launch(n_prompt, n_tokens, timeout_s, trace, stop_ids, on_token)
+        seconds = self.launch(n_prompt, n_tokens, timeout_s, trace, stop_ids, on_token, sampling)
         stopped = int(self.stopped_at.item())
         made = stopped if stopped else n_tokens
         logits = self.buffer("logits").view(c.max_steps, c.vocab)
