@@ -19,6 +19,7 @@ include: "rules/m2.smk"
 include: "rules/m3.smk"
 include: "rules/m4.smk"
 include: "rules/bench.smk"
+include: "rules/generate.smk"
 include: "rules/report.smk"
 
 

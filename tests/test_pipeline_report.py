@@ -27,7 +27,7 @@ def test_the_report_leads_with_the_verdict_and_names_provenance_once_per_file(cl
     assert md.index("## Verdict") < md.index("## Benchmark on cpu") < md.index("## Milestones") < md.index("## Provenance")
     verdict = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in
                md.split("## Verdict")[1].split("##")[0].splitlines() if line.startswith("| M") or line.startswith("| bench")}
-    assert list(verdict) == ["M0", "M1", "M2", "M3", "M4", "bench"]
+    assert list(verdict) == ["M0", "M1", "M2", "M3", "M4", "bench", "generate"]
     assert verdict["M0"].startswith("**INVALID**")
     assert verdict["M3"].startswith("**STALE (was PASS)** worst layer ") and "from exact" in verdict["M3"]
     assert verdict["M4"].startswith("**PASS** 3/3 tokens as exact")  # host_entry decodes 3

@@ -79,7 +79,7 @@ def test_the_verdict_and_every_figure_are_visible_in_a_browser(tmp_path_factory,
     assert seen["verdict_visible"]
     rows = seen["verdict_rows"]
     assert rows[0] == ["milestone", "cpu"]
-    assert [r[0] for r in rows[1:]] == ["M0", "M1", "M2", "M3", "M4", "bench"]
+    assert [r[0] for r in rows[1:]] == ["M0", "M1", "M2", "M3", "M4", "bench", "generate"]
     assert all(r[1].startswith("PASS ") for r in rows[1:]), rows
     assert len(seen["figures"]) == figures_in_html
     for figure in seen["figures"]:

@@ -7,7 +7,8 @@ import pytest
 
 from pipeline_helpers import built_pipeline, fresh_clone, planned_jobs, run, snakemake
 
-DECODER_JOBS = {"m0_build": 1, "m1": 1, "m2": 2, "m3": 1, "m4": 1, "bench": 1, "render_report": 1, "all": 1}
+DECODER_JOBS = {"m0_build": 1, "m1": 1, "m2": 2, "m3": 1, "m4": 1, "bench": 1, "generate": 1, "render_report": 1,
+                "all": 1}
 
 
 pytestmark = pytest.mark.slow  # the first test of the session builds the pipeline (~1 min)

@@ -139,7 +139,8 @@ def host_params(host: dict) -> dict:
     """The host settings that change what a milestone computes; evidence records them, and a
     change to any of them makes that evidence stale."""
     keys = ("backend", "model", "compiler", "arch", "prompt_tokens", "decode_tokens", "workers",
-            "schedule", "seed", "gates", "bench_prompt_lengths", "bench_runs", "bench_time_budget_s")
+            "schedule", "seed", "gates", "bench_prompt_lengths", "bench_runs", "bench_time_budget_s",
+            "generate_tokens")
     params = {k: host[k] for k in keys if k in host}
     if host.get("record_host_details"):  # only when set: evidence made without it stays fresh
         params["record_host_details"] = True

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 ENVELOPE = ("src/fleet_decode/pipeline/evidence.py",)
 MODEL = ("src/fleet_decode/__init__.py", "src/fleet_decode/model")
 DECODER = ("hip", "src/fleet_decode/kernels", "src/fleet_decode/graph", "src/fleet_decode/sim",
-           "src/fleet_decode/task_kinds.py", "src/fleet_decode/pipeline/backends.py")
+           "src/fleet_decode/task_kinds.py", "src/fleet_decode/sampling.py", "src/fleet_decode/pipeline/backends.py")
 LAB_BENCH = ("src/fleet_decode/kernels/lab.py", "src/fleet_decode/kernels/trace.py")
 
 
@@ -45,6 +45,8 @@ MILESTONES = {
     "m4": MilestoneRule("M4", "remote/m4_e2e.py", "m4/e2e.json", (*ENVELOPE, *MODEL, *DECODER)),
     "bench": MilestoneRule("bench", "remote/bench.py", "bench/bench.json",
                            ("src/fleet_decode/bench", *ENVELOPE, *MODEL, *DECODER)),
+    "generate": MilestoneRule("generate", "remote/generate.py", "generate/generate.json",
+                              ("src/fleet_decode/decoder.py", *ENVELOPE, *MODEL, *DECODER)),
 }
 
 # The report is rendered on this side from every host's evidence; it has sources but no script.

@@ -13,7 +13,7 @@ from fleet_decode.pipeline.config import host_params
 from fleet_decode.pipeline.sources import EVIDENCE
 
 MILESTONES = {"M0": ["m0_host", "m0_build"], "M1": ["m1"], "M2": ["m2"], "M3": ["m3"], "M4": ["m4"],
-              "bench": ["bench"]}
+              "bench": ["bench"], "generate": ["generate"]}
 RANK = ["INVALID", "MISSING", "STALE", "FAIL", "PASS"]
 
 
@@ -83,7 +83,17 @@ def _bench(docs):
             f"({m.get('timed')} at {m.get('prompt_length')})")
 
 
-HEADLINES = {"M0": _m0, "M1": _m1, "M2": _m2, "M3": _m3, "M4": _m4, "bench": _bench}
+def _generate(docs):
+    m = docs.get("generate/generate.json", {}).get("metrics", {})
+    if "tokens_generated" not in m:
+        return "no generation"
+    timing = (f"P50 {m['p50_ms']:.3f} ms/token over the generation, {m['p50_vs_one_launch']:.3f}x one launch"
+              if m.get("timed") else "not timed (simulator)")
+    return (f"{m['tokens_generated']} tokens in {m['launches']} launches, {m['tokens_as_exact']}/"
+            f"{m['tokens_checked']} as exact; {timing}")
+
+
+HEADLINES = {"M0": _m0, "M1": _m1, "M2": _m2, "M3": _m3, "M4": _m4, "bench": _bench, "generate": _generate}
 
 
 def repo_relative(root, path) -> str:
