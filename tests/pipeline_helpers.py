@@ -99,7 +99,7 @@ def host_entry(**overrides) -> dict:
     """A small, fast host running the CPU simulator on the tiny model."""
     entry = {"transport": "local", "backend": "sim", "model": "tiny", "workdir": ".work/hosts/cpu",
              "python": sys.executable, "prompt_tokens": 16, "decode_tokens": 3, "workers": 2,
-             "bench_runs": 1}
+             "bench_runs": 1, "generate_tokens": 6}
     entry.update(overrides)
     return entry
 

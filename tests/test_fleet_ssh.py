@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow
 
 NAMES = ("fleet-a", "fleet-b")
 FILES = [rel for rels in EVIDENCE.values() for rel in rels]
-RERUN = ("m3/layers.json", "m4/e2e.json", "bench/bench.json")  # what `--forcerun m3` remakes
+RERUN = ("m3/layers.json", "m4/e2e.json", "bench/bench.json", "generate/generate.json")  # what `--forcerun m3` remakes
 
 
 @dataclass
