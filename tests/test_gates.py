@@ -74,7 +74,7 @@ def test_the_measure_sees_bf16_rounding_and_a_broken_layer():
 def test_the_megakernel_meets_the_m3_and_m4_gates_on_the_real_config():
     """The pipeline's M3/M4 gates (config defaults) on the H200's setting: real config, random
     weights, bf16, the 1,024-token prompt, 32 tokens."""
-    from fleet_decode.kernels.megakernel import simulate as megakernel_decode
+    from fleet_decode.kernels.runtime import simulate as megakernel_decode
 
     model = load_model("random:deepseek-coder-v2-lite", dtype=torch.bfloat16, device="cuda")
     prompt = prompt_ids(1024, vocab_size=model.config.vocab_size)
