@@ -76,6 +76,9 @@ def test_graphs_the_runtime_cannot_run_are_refused():
     with pytest.raises(MegakernelError, match="positions"):
         _check_graph(build_graph(config, Plan(workers=4, attn_chunk=128, max_positions=256, max_steps=2),
                                  layers=[0]), 4)
+    with pytest.raises(MegakernelError, match="shared-memory scratch"):  # the dense MLP's 10944 activations
+        _check_graph(build_graph(config, Plan(workers=4, max_positions=128, max_steps=2), layers=[0]), 4,
+                     scratch_bytes=32 * 1024)
     with pytest.raises(MegakernelError, match="compiled for"):
         _check_graph(build_graph(get_config("tiny"), Plan(workers=4, max_positions=64, max_steps=2)), 4)
 

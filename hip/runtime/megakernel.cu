@@ -47,8 +47,12 @@ namespace {
 }  // namespace
 
 // The runtime's shared-memory scratch per block, which the task functions use: the largest kind
-// (the dense MLP's down tile, its 10944 fp32 activations) needs 43 776 bytes.
-constexpr int FD_SCRATCH_SMEM_BYTES = 64 * 1024;
+// (the dense MLP's down tile, its 10944 fp32 activations) needs 43 776 bytes; the host refuses a
+// graph whose act vectors need more. No larger: with the stage, every KB more past 196 KB of shared
+// memory per SM costs the SM half its L1 (the H200's carve-outs step from 196 to 228 KB).
+constexpr int FD_SCRATCH_SMEM_BYTES = 48 * 1024;
+static_assert(fd_attention_chunk_smem_bytes() <= FD_SCRATCH_SMEM_BYTES, "an attention chunk outgrows the scratch");
+static_assert(fd_attention_merge_smem_bytes(1) <= FD_SCRATCH_SMEM_BYTES, "a merge outgrows the scratch");
 // Beside it, the stage: where a task's weight tile is copied before its inputs are ready. 128 KB
 // holds the largest tile of the attention chain (a head's W_UV, a 32-row q/kv tile); the H200
 // allows 227 KB per block. AMD's CUs have 64 KB of LDS in all, which the scratch already needs.

@@ -129,7 +129,7 @@ def sample(logits: torch.Tensor, sampling: Sampling, position: int) -> int:
     """The token at `position` from one row of logits (fp32 [vocab])."""
     if sampling.greedy:
         return int(torch.argmax(logits))
-    x = logits.float()
+    x = logits.float().cpu()  # the draw is made where its uniforms are
     gumbel = -torch.log(-torch.log(uniforms(sampling.seed, position, x.numel())))
     scores = x / np.float32(sampling.temperature) + gumbel
     scores[order_keys(x) < allowed_threshold(x, sampling)] = -torch.inf

@@ -125,7 +125,7 @@ def add_order(graph) -> tuple[np.ndarray, int, int, int]:
     return order, len(shared), offset, row
 
 
-def _check_graph(graph, n_sm):
+def _check_graph(graph, n_sm, scratch_bytes: int = 48 * 1024):
     c = graph.constants
     for name, value in COMPILED_DIMS.items():
         if getattr(c, name) != value:
@@ -140,6 +140,9 @@ def _check_graph(graph, n_sm):
                                              or c.kv_rank // t.args[0] // 8 > threads):
             raise MegakernelError(f"{t.name}: {t.args[0]} column blocks of {c.kv_rank} latent columns; the kernel "
                                   f"needs blocks of a multiple of 8 columns, at most {8 * threads}")
+        if t.kind == Kind.DOWN_ACCUM and graph.buffers[t.buffers[0]].numel * 4 > scratch_bytes:
+            raise MegakernelError(f"{t.name}: its {graph.buffers[t.buffers[0]].numel} activations do not fit the "
+                                  f"runtime's {scratch_bytes} bytes of shared-memory scratch")
         if t.kind == Kind.ATTN_MERGE_UV and t.args[0] > max_merge:
             raise MegakernelError(f"{t.name} merges {t.args[0]} chunks, the merge task holds at most "
                                   f"{max_merge}: use longer attention chunks")
@@ -163,10 +166,10 @@ class Megakernel:
         n_sm = torch.cuda.get_device_properties(self.device).multi_processor_count
         self.plan = plan or default_plan(config, workers=n_sm)
         self.graph = graph if graph is not None else build_graph(config, self.plan, layers)
-        _check_graph(self.graph, n_sm)
+        self.lib = self._load(lib)
+        _check_graph(self.graph, n_sm, self.lib.fd_megakernel_scratch_bytes())
         if not math.isclose(self.graph.constants.attn_scale, softmax_scale(config), rel_tol=1e-6):
             raise MegakernelError("the graph's softmax scale differs from the model's")
-        self.lib = self._load(lib)
         self.encoded = self.graph.encode()
         self.names = self.encoded.names
         self.blob = torch.from_numpy(self.encoded.blob()).to(self.device)
