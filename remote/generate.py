@@ -97,11 +97,12 @@ with Milestone(*envelope("generate"), args) as m:
     m.progress("bad requests, then the same decoder again")
     vocab = model.config.vocab_size
     refused = refused_requests(decoder, prompt, vocab, decoder.context_limit)
-    again = decoder.generate(prompt, REPEAT_TOKENS, stop=())
-    m.metrics.update(refused=refused, same_tokens_after_refusals=again.tokens == gen.tokens[:REPEAT_TOKENS])
+    repeat = min(REPEAT_TOKENS, n_new)
+    again = decoder.generate(prompt, repeat, stop=())
+    m.metrics.update(refused=refused, same_tokens_after_refusals=again.tokens == gen.tokens[:repeat])
 
     m.progress(f"sampling {SAMPLED}: seeds 1, 1 and 2")
-    draws = [decoder.generate(prompt, REPEAT_TOKENS, stop=(), seed=seed, **SAMPLED).tokens for seed in (1, 1, 2)]
+    draws = [decoder.generate(prompt, repeat, stop=(), seed=seed, **SAMPLED).tokens for seed in (1, 1, 2)]
     m.metrics.update(sampled=SAMPLED, sampled_tokens=draws, sampled_same_seed_identical=draws[0] == draws[1],
                      sampled_seeds_differ=draws[0] != draws[2])
 
