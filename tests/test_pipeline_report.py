@@ -26,7 +26,7 @@ def test_the_report_leads_with_the_verdict_and_names_provenance_once_per_file(cl
     md = (out / "REPORT.md").read_text()
     assert md.index("## Verdict") < md.index("## Benchmark on cpu") < md.index("## Milestones") < md.index("## Provenance")
     verdict = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in
-               md.split("## Verdict")[1].split("##")[0].splitlines() if line.startswith("| M") or line.startswith("| bench")}
+               md.split("## Verdict")[1].split("##")[0].splitlines() if line.startswith(("| M", "| bench", "| generate"))}
     assert list(verdict) == ["M0", "M1", "M2", "M3", "M4", "bench", "generate"]
     assert verdict["M0"].startswith("**INVALID**")
     assert verdict["M3"].startswith("**STALE (was PASS)** worst layer ") and "from exact" in verdict["M3"]
@@ -36,7 +36,7 @@ def test_the_report_leads_with_the_verdict_and_names_provenance_once_per_file(cl
     assert str(clone) not in md
     commit = git(clone, "log", "-1", "--format=%H", "--", "src").stdout.strip()[:12]
     provenance = [line for line in md.split("## Provenance")[1].splitlines() if line.startswith("| `results/")]
-    assert len(provenance) == 7  # each valid evidence file once
+    assert len(provenance) == 8  # each valid evidence file once
     for line in provenance:
         assert f"`{commit}` | cpu |" in line
         assert line.rstrip(" |").endswith("stale: remote/m3_layers.py (changed)" if "m3/layers" in line else "fresh")
