@@ -28,19 +28,23 @@ __device__ void fd_task_attention_merge(const float* part_m, const float* part_l
     float m = -INFINITY;
     for (int c = threadIdx.x; c < n_chunks; c += blockDim.x) m = fmaxf(m, part_m[(c * kHeads + h) * ml_stride]);
     m = fd_block_max(m);
-    float l = 0.f;
+    float l = 0.f, last = -1.f;
     for (int c = threadIdx.x; c < n_chunks; c += blockDim.x) {
       const float l_c = part_l[(c * kHeads + h) * ml_stride];
       const float w = l_c > 0.f ? __expf(part_m[(c * kHeads + h) * ml_stride] - m) : 0.f;
       weight_s[c] = w;
       l += w * l_c;
+      if (l_c > 0.f) last = static_cast<float>(c);
     }
     const float inv_l = 1.f / fd_block_sum(l);  // fd_block_sum's barrier also publishes weight_s
+    // Chunks hold consecutive positions, so the filled ones come first: a cache allocated past the
+    // context (a generation's rows still to come) costs no partial loads.
+    const int n_filled = static_cast<int>(fd_block_max(last)) + 1;
     if (slice < slices) {
       float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
       const float4* o = reinterpret_cast<const float4*>(part_o) + static_cast<size_t>(h) * kLatVec4 + cv;
 #pragma unroll 16
-      for (int c = slice; c < n_chunks; c += slices) {
+      for (int c = slice; c < n_filled; c += slices) {
         // Loaded whatever the weight (a select, not a branch, so the loads stay independent); an
         // empty chunk (w = 0) contributes nothing, whatever its o holds.
         const float4 v = o[static_cast<size_t>(c) * kHeads * kLatVec4];
