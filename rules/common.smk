@@ -33,7 +33,8 @@ try:
     # Rebuilt from the files and --config values, so that --configfile X means X, as check-config X reads it.
     validated = pipeline_config.workflow_config(
         workflow.config_settings.configfiles or [ROOT / "config" / "config.yaml"],
-        workflow.config_settings.config, ROOT / "config" / "config.schema.yaml")
+        {k: v for k, v in workflow.config_settings.config.items() if k != "strict"},
+        ROOT / "config" / "config.schema.yaml")
     config.clear()
     config.update(validated)
 except pipeline_config.ConfigError as error:
