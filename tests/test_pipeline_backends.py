@@ -37,12 +37,15 @@ def test_simulator_check_rows_are_the_graph_kinds():
     assert all(row["max_rel"] < 1e-4 for row in rows.values()), rows
 
 
-def test_bench_contender_puts_the_prefill_token_first():
+def test_bench_contender_is_the_decoder_and_puts_the_prefill_token_first():
     model = load_model("tiny")
     prompt = prompt_ids(16, vocab_size=model.config.vocab_size)
-    run = backends.BenchContender(backends.get({"backend": "sim", "workers": 2}), model).decode(prompt, 3)
+    contender = backends.BenchContender(backends.get({"backend": "sim", "workers": 2}), model)
+    run = contender.decode(prompt, 3)
     assert run.tokens == hf_decode(model, prompt, 4)[0]  # the simulator agrees with HF on the tiny model
-    assert run.step_ms is None and run.seconds > 0  # the simulator has no per-step device clock
+    assert len(run.step_ms) == 3 and all(ms > 0 for ms in run.step_ms) and run.launches == 1
+    again = contender.decode(prompt, 3)
+    assert again.tokens == run.tokens and len(contender.decoders) == 1  # one decoder per context, reused
 
 
 def test_gpu_check_rows_reach_the_pipeline_as_numbers(monkeypatch):
