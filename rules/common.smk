@@ -139,11 +139,18 @@ def planned_hosts():
 
 
 def check_before_running():
-    """onstart: refuse the whole run before any job starts (and Snakemake removes its outputs)."""
+    """onstart: refuse the whole run before any job starts (and Snakemake removes its outputs) when
+    the tree is refused or no planned host answers. When only some hosts do not answer, the others
+    go on (keep-going): the silent hosts' jobs fail at their deploy, before any of their evidence is
+    touched."""
     hosts = planned_hosts()
-    problems = preflight(config, hosts, ROOT) if hosts else []
+    problems, unreachable = preflight(config, hosts, ROOT) if hosts else ([], {})
+    if unreachable and len(unreachable) == len(set(hosts)):
+        problems += unreachable.values()
     if problems:
         raise WorkflowError("nothing was run: " + "; ".join(problems))
+    for why in unreachable.values():
+        print(f"going on without it: {why}", file=sys.stderr, flush=True)
 
 
 def print_verdict():

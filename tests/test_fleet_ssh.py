@@ -106,7 +106,7 @@ def test_two_hosts_run_side_by_side_and_the_report_shows_both(fleet, first_run):
     report = (fleet.repo / "results" / "REPORT.md").read_text()
     assert "| evidence | item | fleet-a | fleet-b |" in report
     for name in NAMES:
-        assert f"`results/{name}/m4/e2e.json` · rule `m4`" in report
+        assert f"| `results/{name}/m4/e2e.json` | m4 |" in report
         assert f"results/{name}/bench/bench.json" in (fleet.repo / "results" / "report.html").read_text()
 
 
@@ -177,8 +177,8 @@ def test_a_host_cut_off_mid_run_fails_clearly_and_the_other_keeps_complete_evide
     render(fleet.repo, fleet.repo / "results", out / "REPORT.md", out / "report.html", out / "report.json")
     report = (out / "REPORT.md").read_text()
     assert "| evidence | item | fleet-a | fleet-b |" in report
-    assert "`results/fleet-a/m4/e2e.json` · rule `m4`" in report
-    assert "`results/fleet-b/m2/layer_0.json` · rule `m2`" in report
+    assert "| `results/fleet-a/m4/e2e.json` | m4 |" in report
+    assert "| `results/fleet-b/m2/layer_0.json` | m2 |" in report
 
 
 def test_an_unreachable_host_fails_at_once_and_the_other_still_runs_to_the_end(fleet, first_run, tmp_path):

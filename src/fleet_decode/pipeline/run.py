@@ -50,22 +50,23 @@ def _deploy_on(transport, host: dict, snap) -> tuple[str, str]:
     return workdir, ensure_deployed(transport, snap, workdir, host["python"])
 
 
-def preflight(config: dict, host_names, repo) -> list[str]:
-    """Why the planned jobs on `host_names` cannot run (empty: they can): a tree that would be
-    refused as dirty, a host that cannot be reached. Checked before any job runs, because a job
-    that starts has its old evidence removed by Snakemake first."""
+def preflight(config: dict, host_names, repo) -> tuple[list[str], dict[str, str]]:
+    """Checked before any job runs, because a job that starts has its old evidence removed by
+    Snakemake first: (why nothing may run: a tree that would be refused as dirty; {host: why it
+    cannot be reached} for each planned host that does not answer)."""
     problems = []
     try:
         snapshot(repo, config.get("allow_dirty", False))
     except DirtyTree as e:
         problems.append(str(e))
+    unreachable = {}
     for name in sorted(set(host_names)):
         try:
             with open_transport(name, config["hosts"][name], config.get("ssh_config")) as transport:
                 transport.check("true", "reaching the host", timeout=30)
         except (TransportError, OSError) as e:
-            problems.append(f"host {name} cannot be reached: {e}")
-    return problems
+            unreachable[name] = f"host {name} cannot be reached: {e}"
+    return problems, unreachable
 
 
 def deploy(config: dict, host_name: str, repo) -> dict:
