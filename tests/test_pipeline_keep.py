@@ -93,7 +93,7 @@ def test_a_killed_run_gets_its_old_evidence_back_on_the_next_invocation(clone):
     before = results(clone)
     env = dict(os.environ, PYTHONPATH=str(clone / "src"))
     process = subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "1", "report"], cwd=clone, env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         for _ in range(1200):  # until Snakemake has removed m4's evidence to rerun it
             if not (clone / M4).exists() or process.poll() is not None:
@@ -105,6 +105,10 @@ def test_a_killed_run_gets_its_old_evidence_back_on_the_next_invocation(clone):
     finally:
         if process.poll() is None:
             process.kill()
+        try:  # what the killed Snakemake left behind: its job's own process
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         for pid in (clone / ".work" / "hosts" / "cpu" / "runs").glob("m4-*/pid"):  # the detached run
             try:
                 os.killpg(int(pid.read_text()), signal.SIGKILL)
