@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import torch
 
+from fleet_decode.bench.timing import latency_summary
 from fleet_decode.graph import build_graph, decode_plan, default_plan
 from fleet_decode.kernels.runtime import Megakernel, Tuning, WatchdogTimeout
 from fleet_decode.model.compare import cosine, exact_twin, relative_error
@@ -33,9 +34,13 @@ def _exact_step(model, prompt, token, forced_routes):
     return hidden, logits
 
 
+def _latency(launches_step_seconds) -> dict:
+    """The bench's statistics (P50/P95 over the steady steps of every launch) of device step times."""
+    return latency_summary([[s * 1e3 for s in steps] for steps in launches_step_seconds])
+
+
 def _p50_ms(step_seconds):
-    steady = sorted(step_seconds[2:]) or sorted(step_seconds)  # steps 0-1 include the launch's ramp-up
-    return steady[len(steady) // 2] * 1e3
+    return _latency([step_seconds])["p50_ms"]
 
 
 PLAN_SWEEP = {  # tilings to time: one tile per worker per stage (default), fewer and larger tiles, ...
@@ -183,14 +188,14 @@ def sweep(source: str, n_prompt: int, n_tokens: int, variants: dict | None = Non
         except Exception as err:  # noqa: BLE001 -- one broken variant must not cost the others their numbers
             rows[name] = {"error": f"{type(err).__name__}: {err}"}
             continue
-        steady = sorted(t for r in results for t in r.step_seconds[2:])
+        latency = _latency([r.step_seconds for r in results])
         weight_bytes = graph_counts(mk.graph)["weight_bytes_per_token_total"]
         first = results[0]
         if baseline is None:
             baseline = first
         rows[name] = {
-            "p50_ms": steady[len(steady) // 2] * 1e3, "p95_ms": steady[int(0.95 * (len(steady) - 1))] * 1e3,
-            "weight_tb_per_s_at_p50": weight_bytes / steady[len(steady) // 2] / 1e12,
+            "p50_ms": latency["p50_ms"], "p95_ms": latency["p95_ms"],
+            "weight_tb_per_s_at_p50": weight_bytes / (latency["p50_ms"] / 1e3) / 1e12,
             "p50_ms_per_launch": [_p50_ms(r.step_seconds) for r in results],
             "same_tokens_as_default": first.tokens == baseline.tokens,
             "same_tokens_every_launch": all(r.tokens == first.tokens for r in results),

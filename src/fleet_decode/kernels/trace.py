@@ -144,8 +144,10 @@ def main(argv=None) -> int:
     raw = trace.cpu().numpy()
     summary = summarise(mk.graph, times_ns(raw, mk.lib.fd_megakernel_ticks_per_second()), range(2, args.tokens),
                         resident=raw[..., RESIDENT])
-    steady = sorted(plain.step_seconds[2:])
-    summary.update(untraced_p50_us=steady[len(steady) // 2] * 1e6, same_tokens_traced=traced.tokens == plain.tokens,
+    from fleet_decode.bench.timing import latency_summary
+
+    untraced = latency_summary([[s * 1e3 for s in plain.step_seconds]])
+    summary.update(untraced_p50_us=untraced["p50_ms"] * 1e3, same_tokens_traced=traced.tokens == plain.tokens,
                    plan=str(mk.plan), tuning=str(mk.tuning))
     print(f"untraced P50 {summary['untraced_p50_us']:.1f} us; traced tokens equal: {summary['same_tokens_traced']}")
     print_summary(summary)
