@@ -116,6 +116,25 @@ class TorchTaskKernels:
         for slot, e in enumerate(expert_idx.tolist()):
             h_out += expert_weight[slot] * (down_w[e].float() @ act[slot].float())
 
+    def gate_up_down(self, x, norm_weight, eps, gate_w, up_w, down_w, expert_idx, expert_weight, inter, partials,
+                     rows_per_tile):
+        xn = rms_norm(x, norm_weight)
+        slices = -(-inter // rows_per_tile)
+        for slot in range(1 if expert_idx is None else expert_idx.numel()):
+            if expert_idx is None:
+                gate, up, down, weight = gate_w, up_w, down_w, 1.0
+            else:  # views of experts.gate_up_proj [E, 2I, hidden] and experts.down_proj [E, hidden, I]
+                e = int(expert_idx[slot])
+                gate, up, down, weight = gate_w[e], up_w[e], down_w[e], expert_weight[slot]
+            g, u = st(gate.float() @ xn, x.dtype), st(up.float() @ xn, x.dtype)
+            act = st(st(F.silu(g), x.dtype) * u, x.dtype)
+            for i, r0 in enumerate(range(0, inter, rows_per_tile)):
+                r1 = r0 + rows_per_tile
+                partials[slot * slices + i] = weight * (down[:, r0:r1].float() @ act[r0:r1])
+
+    def sum_partials(self, partials, into, rows_per_tile):
+        into += partials.sum(0)
+
     def lm_head(self, x, norm_weight, eps, W, logits, part_value, part_index, rows_per_tile):
         logits.copy_(st(W.float() @ rms_norm(x, norm_weight), torch.bfloat16))
         for t in range(part_value.shape[0]):
@@ -201,6 +220,26 @@ class OverwritesInsteadOfAdding(TorchTaskKernels):
         super().down_accum(down_w, expert_stride, expert_idx, expert_weight, act, h_out, rows_per_tile)
 
 
+class SlicesTheWrongDownColumns(TorchTaskKernels):
+    def gate_up_down(self, x, norm_weight, eps, gate_w, up_w, down_w, expert_idx, expert_weight, inter, partials,
+                     rows_per_tile):
+        super().gate_up_down(x, norm_weight, eps, gate_w, up_w, down_w.flip(-1), expert_idx, expert_weight, inter,
+                             partials, rows_per_tile)
+
+
+class ForgetsTheRouteWeight(TorchTaskKernels):
+    def gate_up_down(self, x, norm_weight, eps, gate_w, up_w, down_w, expert_idx, expert_weight, inter, partials,
+                     rows_per_tile):
+        ones = None if expert_weight is None else torch.ones_like(expert_weight)
+        super().gate_up_down(x, norm_weight, eps, gate_w, up_w, down_w, expert_idx, ones, inter, partials,
+                             rows_per_tile)
+
+
+class SumsAllButTheLastRow(TorchTaskKernels):
+    def sum_partials(self, partials, into, rows_per_tile):
+        super().sum_partials(partials[:-1], into, rows_per_tile)
+
+
 class DropsTheResidual(TorchTaskKernels):
     def rmsnorm_gemv(self, x, norm_weight, eps, W, out, rows_per_tile, residual=None):
         super().rmsnorm_gemv(x, norm_weight, eps, W, out, rows_per_tile)
@@ -217,6 +256,10 @@ class DropsTheResidual(TorchTaskKernels):
     (RouterSkipsLastTile, "ROUTER"),
     (OverwritesInsteadOfAdding, "DOWN_ACCUM"),
     (OverwritesInsteadOfAdding, "EXPERT_DOWN_ACCUM"),
+    (SlicesTheWrongDownColumns, "GATE_UP_DOWN"),
+    (SlicesTheWrongDownColumns, "EXPERT_GATE_UP_DOWN"),
+    (ForgetsTheRouteWeight, "EXPERT_GATE_UP_DOWN"),
+    (SumsAllButTheLastRow, "SUM_PARTIALS"),
 ])
 def test_harness_fails_a_planted_bug(model, kind):
     results = check_all(seed=0, device="cpu", lib=model(), shapes=SMALL, kinds=[kind])

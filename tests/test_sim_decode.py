@@ -1,5 +1,6 @@
 """The simulator decodes exactly what the reference decodes, whatever the workers and the schedule."""
 
+import dataclasses
 import json
 
 import pytest
@@ -7,6 +8,7 @@ import torch
 
 from fleet_decode.graph import Kind
 from fleet_decode.sim import SCHEDULES, check_task_kinds, simulate, simulate_layer
+from fleet_decode.sim.decode import sim_plan
 from fleet_decode.sim.__main__ import main as sim_cli
 from sim_cases import one_thread, TOKENS, case, second_config  # noqa: F401 (one_thread is a fixture)
 
@@ -33,6 +35,21 @@ def test_simulator_matches_reference(source, workers, schedule):
         for layer, (ours, theirs) in enumerate(zip(result.hidden_states[step], hidden[step])):
             assert torch.allclose(ours, theirs, rtol=0, atol=1e-4), f"step {step} layer {layer}"
     assert result.counts["tasks_run"] == TOKENS * result.counts["tasks_per_step"]
+
+
+@pytest.mark.parametrize("workers", [3, 17])
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_split_k_experts_match_reference(source, workers, schedule):
+    """The split-K expert tiling (slices of gate/up/down, then the partial rows summed) decodes the same."""
+    model, ids, tokens, logits, hidden = case(source)
+    plan = dataclasses.replace(sim_plan(workers, len(ids) + TOKENS, TOKENS), moe_tiles="split-k")
+    result = simulate(model, ids, TOKENS, plan=plan, schedule=schedule, seed=workers)
+    assert result.counts["tasks_per_kind"]["EXPERT_GATE_UP_DOWN"] > 0
+    assert result.tokens == tokens
+    for step in range(TOKENS):
+        assert torch.allclose(result.logits[step], logits[step], rtol=0, atol=1e-4), f"step {step} logits"
+        for layer, (ours, theirs) in enumerate(zip(result.hidden_states[step], hidden[step])):
+            assert torch.allclose(ours, theirs, rtol=0, atol=1e-4), f"step {step} layer {layer}"
 
 
 def test_tokens_are_not_degenerate():

@@ -2,6 +2,7 @@
 under every schedule, including those that happen to run the tasks in a safe order."""
 
 import copy
+import dataclasses
 
 import pytest
 
@@ -36,6 +37,14 @@ EDGES = [
     ("argmax", "lm_head"),
 ]
 
+# the same for the split-K expert tiling's kinds (Plan.moe_tiles = "split-k")
+SPLIT_K_EDGES = [
+    ("L1.shared_slice[0]", "L1.o_proj"),
+    ("L1.expert_slice.1[0]", "L1.route_topk"),
+    ("L1.sum_slices[1]", "L1.moe_slices"),
+    ("L2.q_proj[0]", "L1.out"),
+]
+
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
@@ -45,8 +54,9 @@ def model_and_ids():
     return model, ids[:PROMPT]
 
 
-def graph_for(model, workers):
-    return build_graph(model.config, sim_plan(workers, PROMPT + TOKENS, TOKENS))
+def graph_for(model, workers, moe_tiles="routing-free"):
+    plan = dataclasses.replace(sim_plan(workers, PROMPT + TOKENS, TOKENS), moe_tiles=moe_tiles)
+    return build_graph(model.config, plan)
 
 
 def without_edge(graph, task_name, event_name):
@@ -74,6 +84,16 @@ def test_a_removed_edge_is_reported_as_a_race(model_and_ids, task_name, event_na
             simulate(model, ids, TOKENS, graph=broken, schedule=schedule, seed=workers)
         # the report names a task that lost its ordering: the one we broke, or its dependents
         assert "task " in str(err.value)
+
+
+@pytest.mark.parametrize("task_name,event_name", SPLIT_K_EDGES)
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_a_removed_split_k_edge_is_reported_as_a_race(model_and_ids, task_name, event_name, schedule):
+    model, ids = model_and_ids
+    assert len(simulate(model, ids, TOKENS, graph=graph_for(model, 3, "split-k"), schedule=schedule).tokens) == TOKENS
+    broken = without_edge(graph_for(model, 3, "split-k"), task_name, event_name)
+    with pytest.raises(SimRace, match="before it was written"):
+        simulate(model, ids, TOKENS, graph=broken, schedule=schedule, seed=3)
 
 
 def test_the_race_report_names_the_reader_and_the_region(model_and_ids):

@@ -5,7 +5,7 @@
  * as their IEEE-754 binary32 bit pattern (read them with a bitcast). */
 #pragma once
 #define FD_GRAPH_MAGIC 0x46445447
-#define FD_GRAPH_VERSION 3
+#define FD_GRAPH_VERSION 4
 #define FD_NONE (-1)
 #define FD_MAX_INPUTS 4
 #define FD_MAX_BUFFERS 6
@@ -45,6 +45,9 @@ enum fd_kind {
     FD_KIND_LM_HEAD = 13,
     FD_KIND_ARGMAX = 14,
     FD_KIND_ROUTE_TOPK = 15,
+    FD_KIND_GATE_UP_DOWN = 16,
+    FD_KIND_EXPERT_GATE_UP_DOWN = 17,
+    FD_KIND_SUM_PARTIALS = 18,
 };
 enum fd_dtype {
     FD_DTYPE_F32 = 0,
@@ -215,5 +218,25 @@ enum fd_weight_word {
 #define FD_ROUTE_TOPK_BUF_LOGITS 0
 #define FD_ROUTE_TOPK_BUF_ROUTE_IDX 1
 #define FD_ROUTE_TOPK_BUF_ROUTE_W 2
+#define FD_GATE_UP_DOWN_BUF_X 0
+#define FD_GATE_UP_DOWN_BUF_PARTIALS 1
+#define FD_GATE_UP_DOWN_WT_NORM 0
+#define FD_GATE_UP_DOWN_WT_GATE 1
+#define FD_GATE_UP_DOWN_WT_UP 2
+#define FD_GATE_UP_DOWN_WT_DOWN 3
+#define FD_GATE_UP_DOWN_ARG_ROW 0
+#define FD_GATE_UP_DOWN_ARG_INTER 1
+#define FD_EXPERT_GATE_UP_DOWN_BUF_X 0
+#define FD_EXPERT_GATE_UP_DOWN_BUF_ROUTE_IDX 1
+#define FD_EXPERT_GATE_UP_DOWN_BUF_ROUTE_W 2
+#define FD_EXPERT_GATE_UP_DOWN_BUF_PARTIALS 3
+#define FD_EXPERT_GATE_UP_DOWN_WT_NORM 0
+#define FD_EXPERT_GATE_UP_DOWN_WT_GATE_UP 1
+#define FD_EXPERT_GATE_UP_DOWN_WT_DOWN 2
+#define FD_EXPERT_GATE_UP_DOWN_ARG_ROW 0
+#define FD_SUM_PARTIALS_BUF_PARTIALS 0
+#define FD_SUM_PARTIALS_BUF_H_OUT 1
+#define FD_SUM_PARTIALS_ARG_N_ROWS 0
 #define FD_DOWN_ACCUM_ACCUMULATES 1 /* adds into BUF h_out */
 #define FD_EXPERT_DOWN_ACCUM_ACCUMULATES 1 /* adds into BUF h_out */
+#define FD_SUM_PARTIALS_ACCUMULATES 1 /* adds into BUF h_out */

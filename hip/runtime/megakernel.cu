@@ -39,11 +39,13 @@ namespace {
 #include "../tasks/embed.cu"
 #include "../tasks/expert_down.cu"
 #include "../tasks/expert_gate_up.cu"
+#include "../tasks/gate_up_down.cu"
 #include "../tasks/lm_head.cu"
 #include "../tasks/q_absorb.cu"
 #include "../tasks/rmsnorm_gemv.cu"
 #include "../tasks/rope_cache.cu"
 #include "../tasks/router_topk.cu"
+#include "../tasks/sum_partials.cu"
 }  // namespace
 
 // The runtime's shared-memory scratch per block, which the task functions use: the largest kind
@@ -53,6 +55,7 @@ namespace {
 constexpr int FD_SCRATCH_SMEM_BYTES = 48 * 1024;
 static_assert(fd_attention_chunk_smem_bytes() <= FD_SCRATCH_SMEM_BYTES, "an attention chunk outgrows the scratch");
 static_assert(fd_attention_merge_smem_bytes(1) <= FD_SCRATCH_SMEM_BYTES, "a merge outgrows the scratch");
+static_assert(fd_sum_partials_smem_bytes(FD_RUNTIME_THREADS) <= FD_SCRATCH_SMEM_BYTES, "a sum outgrows the scratch");
 // Beside it, the stage: where a task's weight tile is copied before its inputs are ready. 128 KB
 // holds the largest tile of the attention chain (a head's W_UV, a 32-row q/kv tile); the H200
 // allows 227 KB per block. AMD's CUs have 64 KB of LDS in all, which the scratch already needs.
@@ -320,6 +323,30 @@ __device__ __forceinline__ void fd_run_task(const fd_launch_args& a, const fd_mo
                          I(FD_EXPERT_DOWN_ACCUM_BUF_ROUTE_IDX), F(FD_EXPERT_DOWN_ACCUM_BUF_ROUTE_W), slot,
                          F(FD_EXPERT_DOWN_ACCUM_BUF_ACT), inter, b0, b1, into, smem);
       break;
+    case FD_KIND_GATE_UP_DOWN: {
+      const int width = v.arg[FD_GATE_UP_DOWN_ARG_INTER];  // the down matrix's width: the MLP's intermediate size
+      fd_task_gate_up_down(F(FD_GATE_UP_DOWN_BUF_X), WM(FD_GATE_UP_DOWN_WT_NORM), eps, WM(FD_GATE_UP_DOWN_WT_GATE),
+                           WM(FD_GATE_UP_DOWN_WT_UP), WM(FD_GATE_UP_DOWN_WT_DOWN), width, 1.f, hidden, b0, b1,
+                           F(FD_GATE_UP_DOWN_BUF_PARTIALS) + static_cast<size_t>(v.arg[FD_GATE_UP_DOWN_ARG_ROW]) * hidden,
+                           smem);
+      break;
+    }
+    case FD_KIND_EXPERT_GATE_UP_DOWN: {
+      const long long e = I(FD_EXPERT_GATE_UP_DOWN_BUF_ROUTE_IDX)[slot];
+      const fd_bf16* gate = WM(FD_EXPERT_GATE_UP_DOWN_WT_GATE_UP) + e * 2 * inter * hidden;
+      fd_task_gate_up_down(F(FD_EXPERT_GATE_UP_DOWN_BUF_X), WM(FD_EXPERT_GATE_UP_DOWN_WT_NORM), eps, gate,
+                           gate + static_cast<size_t>(inter) * hidden,
+                           WM(FD_EXPERT_GATE_UP_DOWN_WT_DOWN) + e * hidden * inter, inter,
+                           F(FD_EXPERT_GATE_UP_DOWN_BUF_ROUTE_W)[slot], hidden, b0, b1,
+                           F(FD_EXPERT_GATE_UP_DOWN_BUF_PARTIALS) +
+                               static_cast<size_t>(v.arg[FD_EXPERT_GATE_UP_DOWN_ARG_ROW]) * hidden,
+                           smem);
+      break;
+    }
+    case FD_KIND_SUM_PARTIALS:
+      fd_task_sum_partials(F(FD_SUM_PARTIALS_BUF_PARTIALS), v.arg[FD_SUM_PARTIALS_ARG_N_ROWS], hidden, b0, b1, into,
+                           smem);
+      break;
     case FD_KIND_LM_HEAD:
       fd_task_lm_head(F(FD_LM_HEAD_BUF_X), WM(FD_LM_HEAD_WT_NORM), eps, WM(FD_LM_HEAD_WT_LM_HEAD), hidden, b0, b1,
                       F(FD_LM_HEAD_BUF_LOGITS) + static_cast<size_t>(step) * vocab, slot, F(FD_LM_HEAD_BUF_PART_MAX),
@@ -366,8 +393,14 @@ __device__ void fd_sum_partials(float* rows, int n, int row_length, int r0, int 
 }
 
 // The buffer an adding task adds into (its h_out operand).
+__device__ __forceinline__ bool fd_adds(int kind) {
+  return kind == FD_KIND_DOWN_ACCUM || kind == FD_KIND_EXPERT_DOWN_ACCUM || kind == FD_KIND_SUM_PARTIALS;
+}
+
 __device__ __forceinline__ float* fd_accumulated(const fd_task_view& v, int kind) {
-  const int operand = kind == FD_KIND_DOWN_ACCUM ? FD_DOWN_ACCUM_BUF_H_OUT : FD_EXPERT_DOWN_ACCUM_BUF_H_OUT;
+  const int operand = kind == FD_KIND_DOWN_ACCUM          ? FD_DOWN_ACCUM_BUF_H_OUT
+                      : kind == FD_KIND_EXPERT_DOWN_ACCUM ? FD_EXPERT_DOWN_ACCUM_BUF_H_OUT
+                                                          : FD_SUM_PARTIALS_BUF_H_OUT;
   return static_cast<float*>(v.buf[operand]);
 }
 
@@ -459,7 +492,7 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
         fd_stage_wait(&stage_barrier, stage_parity);
         stage_parity ^= 1;
       }
-      const bool adds = kind == FD_KIND_DOWN_ACCUM || kind == FD_KIND_EXPERT_DOWN_ACCUM;
+      const bool adds = fd_adds(kind);
       // Thread 0 signals after the task's last barrier, when the next task's view may already be
       // written: what it needs then is read now. Everything else reads the view before that barrier.
       int* token_row = kind == FD_KIND_ARGMAX ? static_cast<int*>(view.buf[FD_ARGMAX_BUF_TOKENS]) : nullptr;

@@ -219,6 +219,35 @@ __device__ __forceinline__ void fd_gemv_rows(const fd_bf16* W, int n, const XT* 
   }
 }
 
+// act[r] = SiLU(gate[r] . xs) * (up[r] . xs) for rows [row_begin, row_end) of one MLP's gate and
+// up matrices (n columns) and its normed input xs: gate and up rows of two intermediate rows per
+// warp pass, four rows in flight. Stored as Act; bf16 rounds as HF does: gate and up rounded
+// (nn.Linear output), SiLU(gate) rounded, the product rounded. Lane 0 writes.
+template <class Act>
+__device__ __forceinline__ void fd_gate_up_rows(const Act* xs, const fd_bf16* gate, const fd_bf16* up, int n,
+                                                int row_begin, int row_end, Act* act) {
+  constexpr int kRowsPerPass = 2;
+  for (int r = row_begin + kRowsPerPass * fd_warp(); r < row_end; r += kRowsPerPass * fd_num_warps()) {
+    const fd_bf16* rows[2 * kRowsPerPass];
+    const Act* xv[2 * kRowsPerPass];
+#pragma unroll
+    for (int k = 0; k < kRowsPerPass; ++k) {
+      const size_t row = static_cast<size_t>(min(r + k, row_end - 1)) * n;
+      rows[2 * k] = gate + row;
+      rows[2 * k + 1] = up + row;
+      xv[2 * k] = xv[2 * k + 1] = xs;
+    }
+    float dots[2 * kRowsPerPass];
+    fd_warp_rows_dot<2 * kRowsPerPass>(rows, xv, n, dots);
+#pragma unroll
+    for (int k = 0; k < kRowsPerPass; ++k)
+      if (fd_lane() == 0 && r + k < row_end) {
+        const float g = fd_as_stored<Act>(dots[2 * k]), u = fd_as_stored<Act>(dots[2 * k + 1]);
+        act[r + k] = fd_store_as<Act>(fd_as_stored<Act>(fd_silu(g)) * u);
+      }
+  }
+}
+
 // W_UV rows [row_begin, row_end) of the 2048-vector attn_out (row r = h*kVHead + d):
 // attn_out[r] = W_UV[h][d] . out_lat[h], W_UV[h] = rows h*256+128 .. h*256+255 of kv_b_proj.weight.
 // lat_s holds out_lat of heads head_first.. (fp32, shared memory). Stored as Act (bf16: HF's

@@ -20,26 +20,7 @@ __device__ void fd_task_expert_gate_up(const Act* x, const fd_bf16* norm_weight,
   Act* xs = static_cast<Act*>(smem);
   const long long offset = expert_idx != nullptr ? expert_idx[slot] * expert_stride : 0;
   fd_rmsnorm(x, norm_weight, eps, hidden, xs);
-  constexpr int kRowsPerPass = 2;  // gate and up rows of 2 intermediate rows: 4 rows in flight
-  for (int r = row_begin + kRowsPerPass * fd_warp(); r < row_end; r += kRowsPerPass * fd_num_warps()) {
-    const fd_bf16* rows[2 * kRowsPerPass];
-    const Act* xv[2 * kRowsPerPass];
-#pragma unroll
-    for (int k = 0; k < kRowsPerPass; ++k) {
-      const size_t row = static_cast<size_t>(min(r + k, row_end - 1)) * hidden;
-      rows[2 * k] = gate_w + offset + row;
-      rows[2 * k + 1] = up_w + offset + row;
-      xv[2 * k] = xv[2 * k + 1] = xs;
-    }
-    float dots[2 * kRowsPerPass];
-    fd_warp_rows_dot<2 * kRowsPerPass>(rows, xv, hidden, dots);
-#pragma unroll
-    for (int k = 0; k < kRowsPerPass; ++k)
-      if (fd_lane() == 0 && r + k < row_end) {
-        const float g = fd_as_stored<Act>(dots[2 * k]), u = fd_as_stored<Act>(dots[2 * k + 1]);
-        act[r + k] = fd_store_as<Act>(fd_as_stored<Act>(fd_silu(g)) * u);
-      }
-  }
+  fd_gate_up_rows(xs, gate_w + offset, up_w + offset, hidden, row_begin, row_end, act);
 }
 
 #ifndef FD_NO_STANDALONE

@@ -12,7 +12,7 @@ from transformers.models.deepseek_v2.modeling_deepseek_v2 import yarn_apply_msca
 from fleet_decode.graph.derived import W_UK_PARTS
 from fleet_decode.graph.format import NONE, DType, Kind, Persistence, bits_f32, f32_bits
 from fleet_decode.graph.graph import Buffer, Constants, Event, Graph, Task, Weight
-from fleet_decode.graph.plan import Plan, assign, tiles
+from fleet_decode.graph.plan import Plan, assign, split_k_tiles, tiles
 from fleet_decode.graph.reads import task_cost
 
 
@@ -188,6 +188,10 @@ def _mlp(b: _Builder, layer, h_attn, ev_o, h_out, ev_out):
     ev_logits = b.event(L + "router", layer)
     route_idx, route_w = b.buffer(L + "route_idx", K, 1, DType.I32), b.buffer(L + "route_w", K)
     ev_route = b.event(L + "route_topk", layer)
+    if b.plan.moe_tiles == "split-k":
+        _split_k_experts(b, layer, h_attn, ev_o, h_out, ev_out, router, ev_route, route_idx, route_w,
+                         (post_norm, sh_gate, sh_up, sh_down), (gate_up, down))
+        return
     if b.plan.moe_tiles == "routing-free":
         # One gate/up stage (shared experts and every slot) cut over the workers the routing leaves
         # free, so that each worker gets at most one of its tiles; shared experts first in the graph
@@ -209,6 +213,39 @@ def _mlp(b: _Builder, layer, h_attn, ev_o, h_out, ev_out):
     for k in range(K):
         b.gemv_tiles(Kind.EXPERT_DOWN_ACCUM, f"{L}expert_down.{k}", d, down_stage, ev_out, [(ev_gus[k], 0)],
                      (acts[k], route_idx, route_w, h_out), (down,), layer, slot=k)
+
+
+def _split_k_experts(b: _Builder, layer, h_attn, ev_o, h_out, ev_out, router, ev_route, route_idx, route_w,
+                     shared_weights, routed_weights):
+    """Every expert as slices of its intermediate rows, each slice one task from h_attn to a partial
+    row of the layer's output: the shared experts' slices over the workers the routing leaves free
+    (they need only h_attn), then the routed slots' slices (about one per worker), then the sum."""
+    cfg, plan = b.config, b.plan
+    d, K, inter = cfg.hidden_size, cfg.num_experts_per_tok, cfg.moe_intermediate_size
+    shared = inter * cfg.n_shared_experts
+    L = f"L{layer}."
+    router()
+    routing_tasks = len(tiles(cfg.n_routed_experts, plan.tile_rows(cfg.n_routed_experts))) + 1
+    stage = plan.stage_tiles or plan.workers
+    shared_slices = split_k_tiles(shared, max(1, stage - routing_tasks))
+    routed_slices = split_k_tiles(inter, max(1, stage // K))
+    n_rows = len(shared_slices) + K * len(routed_slices)
+    partials = b.buffer(L + "moe_partials", n_rows, d)
+    ev_parts = b.event(L + "moe_slices", layer)
+    norm, sh_gate, sh_up, sh_down = shared_weights
+    for i, tile in enumerate(shared_slices):
+        b.task(Kind.GATE_UP_DOWN, f"{L}shared_slice[{i}]", ev_parts, [(ev_o, 0)], (h_attn, partials),
+               (norm, sh_gate, sh_up, sh_down), (i, shared), layer=layer, tile=tile)
+    gate_up, down = routed_weights
+    for k in range(K):
+        for i, tile in enumerate(routed_slices):
+            row = len(shared_slices) + k * len(routed_slices) + i
+            b.task(Kind.EXPERT_GATE_UP_DOWN, f"{L}expert_slice.{k}[{i}]", ev_parts, [(ev_route, 0)],
+                   (h_attn, route_idx, route_w, partials), (norm, gate_up, down), (row,), layer=layer, tile=tile,
+                   slot=k)
+    for i, tile in enumerate(tiles(d, plan.tile_rows(d))):
+        b.task(Kind.SUM_PARTIALS, f"{L}sum_slices[{i}]", ev_out, [(ev_parts, 0)], (partials, h_out), args=(n_rows,),
+               layer=layer, tile=tile)
 
 
 def build_graph(config, plan: Plan, layers=None) -> Graph:

@@ -8,7 +8,8 @@ import enum
 import struct
 
 MAGIC = 0x46445447  # "FDTG"
-VERSION = 3  # 2: the router cut into expert tiles and a ROUTE_TOPK task; 3: q-absorb by (head, column block)
+VERSION = 4  # 2: the router cut into expert tiles and a ROUTE_TOPK task; 3: q-absorb by (head, column block);
+# 4: split-K expert tiles (GATE_UP_DOWN, EXPERT_GATE_UP_DOWN) and SUM_PARTIALS
 MAX_INPUTS = 4  # input events per task record
 MAX_BUFFERS = 6  # buffer operands per task record
 MAX_WEIGHTS = 4  # weight operands per task record
@@ -44,6 +45,9 @@ class Kind(enum.IntEnum):
     LM_HEAD = 13
     ARGMAX = 14
     ROUTE_TOPK = 15
+    GATE_UP_DOWN = 16
+    EXPERT_GATE_UP_DOWN = 17
+    SUM_PARTIALS = 18
 
 
 class DType(enum.IntEnum):
@@ -75,11 +79,16 @@ OPERANDS = {
     Kind.LM_HEAD: (("x", "logits", "part_max", "part_idx"), ("norm", "lm_head"), ()),
     Kind.ARGMAX: (("part_max", "part_idx", "tokens"), (), ("n_tiles",)),
     Kind.ROUTE_TOPK: (("logits", "route_idx", "route_w"), (), ()),
+    # A slice of intermediate rows [tile) of one MLP: its gate/up rows, then its columns of the down
+    # matrix, written (times the route weight) as row `row` of `partials`; SUM_PARTIALS adds the rows.
+    Kind.GATE_UP_DOWN: (("x", "partials"), ("norm", "gate", "up", "down"), ("row", "inter")),
+    Kind.EXPERT_GATE_UP_DOWN: (("x", "route_idx", "route_w", "partials"), ("norm", "gate_up", "down"), ("row",)),
+    Kind.SUM_PARTIALS: (("partials", "h_out"), (), ("n_rows",)),
 }
 
 # Kinds that add into a buffer instead of overwriting it: (kind -> operand name). The region they add
 # into must have been initialised (plainly written) earlier in the same step.
-ACCUMULATES = {Kind.DOWN_ACCUM: "h_out", Kind.EXPERT_DOWN_ACCUM: "h_out"}
+ACCUMULATES = {Kind.DOWN_ACCUM: "h_out", Kind.EXPERT_DOWN_ACCUM: "h_out", Kind.SUM_PARTIALS: "h_out"}
 
 
 def _fields(*names):

@@ -14,7 +14,11 @@ ASSIGNMENTS = ("round-robin", "balanced")
 #                  while the routing is decided, and the routed gate/up over the workers the shared
 #                  down tiles leave free;
 #   shared-first-all  the same with the routed gate/up cut over every worker.
-MOE_TILINGS = ("routing-free", "shared-first", "shared-first-all")
+#   split-k        each tile a slice of one MLP's intermediate rows, gate/up AND down (GATE_UP_DOWN,
+#                  EXPERT_GATE_UP_DOWN): the shared experts' slices start at o_proj beside the
+#                  routing, every routed slot's slices form one stage, and SUM_PARTIALS tiles add the
+#                  slices' partial rows into the residual sum in a fixed order.
+MOE_TILINGS = ("routing-free", "shared-first", "shared-first-all", "split-k")
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,25 @@ def decode_plan(config, n_positions: int, workers: int, **overrides) -> Plan:
 def tiles(total: int, rows: int):
     """[begin, end) ranges of at most `rows` covering range(total)."""
     return [(b, min(b + rows, total)) for b in range(0, total, rows)]
+
+
+def split_k_tiles(total: int, n_tiles: int, align: int = 8, max_rows: int = 256):
+    """Slices of range(total) for the split-K expert tiles, about n_tiles of them: every slice a
+    power-of-two multiple of `align` rows (the down pass reads a slice's row segment as that many
+    16-byte pieces, one per lane, and sums them with shuffles), at most max_rows; the remainder
+    cut into smaller powers of two."""
+    if total % align:
+        raise ValueError(f"split-K slices need a multiple of {align} intermediate rows, got {total}")
+    rows = align
+    while rows < max_rows and rows * n_tiles < total:
+        rows *= 2
+    out = [(b, b + rows) for b in range(0, total - total % rows, rows)]
+    begin, rest = total - total % rows, total % rows
+    while rest:
+        piece = 1 << (rest.bit_length() - 1)
+        out.append((begin, begin + piece))
+        begin, rest = begin + piece, rest - piece
+    return out
 
 
 def assign(tasks, events, plan: Plan) -> list[list[int]]:

@@ -150,6 +150,7 @@ def speed_variants(n_prompt: int, n_tokens: int) -> dict[str, Variant]:
         "default": Variant(),  # decode_plan + Tuning(): cache sized to the decode, its chunks, staged weights
         "stage off": Variant(tuning=Tuning(stage=False)),
         "stage 64 KiB": Variant(tuning=Tuning(stage_kib=64)),
+        "moe split-k": Variant({"moe_tiles": "split-k"}),
         "moe shared-first": Variant({"moe_tiles": "shared-first"}),
         "moe shared-first-all": Variant({"moe_tiles": "shared-first-all"}),
         "absorb_parts=2": Variant({"absorb_parts": 2}),

@@ -37,6 +37,8 @@ SIGNATURES = {
     "down_accum": [P, L, P, P, I, P, I, I, I, P, I],
     "lm_head": [P, P, F, P, I, I, I, P, P, P, I],
     "argmax": [P, P, I, P, P, I],
+    "gate_up_down": [P, P, F, P, P, P, P, P, I, I, I, I, P, I],
+    "sum_partials": [P, I, I, I, P],
 }
 ACTIVATION_DTYPES = (torch.bfloat16, torch.float32)
 
@@ -174,6 +176,20 @@ class TaskKernels:
         self._launch("down_accum", down_w.data_ptr(), expert_stride, ptr(expert_idx, torch.int32),
                      ptr(expert_weight, torch.float32), act_in.shape[0], act(act_in), act_in.shape[1],
                      h_out.shape[0], rows_per_tile, ptr(h_out, torch.float32), is_f32(act_in))
+
+    def gate_up_down(self, x, norm_weight, eps, gate_w, up_w, down_w, expert_idx, expert_weight, inter, partials,
+                     rows_per_tile):
+        """partials [n_slots * slices, hidden] (fp32): slice i of slot k in row k * slices + i. With
+        expert_idx, gate_w/up_w/down_w are views of the expert tensors (expert e at e * their stride)."""
+        n_slots = 1 if expert_idx is None else expert_idx.shape[0]
+        self._launch("gate_up_down", act(x), ptr(norm_weight, torch.bfloat16), eps, gate_w.data_ptr(), up_w.data_ptr(),
+                     ptr(down_w, torch.bfloat16), ptr(expert_idx, torch.int32), ptr(expert_weight, torch.float32),
+                     n_slots, x.shape[0], inter, rows_per_tile, ptr(partials, torch.float32), is_f32(x))
+
+    def sum_partials(self, partials, into, rows_per_tile):
+        """into[r] += sum over the rows of partials [n, len(into)], in row order per thread subset."""
+        self._launch("sum_partials", ptr(partials, torch.float32), partials.shape[0], partials.shape[1], rows_per_tile,
+                     ptr(into, torch.float32))
 
     def lm_head(self, x, norm_weight, eps, W, logits, part_value, part_index, rows_per_tile):
         self._launch("lm_head", act(x), ptr(norm_weight, torch.bfloat16), eps, ptr(W, torch.bfloat16), W.shape[1],

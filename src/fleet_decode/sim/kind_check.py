@@ -10,6 +10,7 @@ router, experts) or, where HF has no piece of that shape (flash-decoding partial
 softmax definition.
 """
 
+import dataclasses
 import functools
 
 import torch
@@ -85,6 +86,11 @@ class SimCheck:
 
     def case(self, kind, name_has=""):
         return _Case(self.model, self.graph, kind, self.pos0, name_has)
+
+    def split_k_case(self, kind, name_has=""):
+        """A task of the split-K expert tiling (its own graph: the default tiling has none)."""
+        plan = dataclasses.replace(sim_plan(1, self.positions, 1), moe_tiles="split-k")
+        return _Case(self.model, build_graph(self.config, plan), kind, self.pos0, name_has)
 
     @functools.cached_property
     def attention(self):
@@ -267,6 +273,52 @@ def _expert_down_accum(t):
     r0, r1 = k.task.tile
     want = start + route_w[1] * F.linear(act, t.moe.mlp.experts.down_proj[chosen[1]])
     return _error(k.out("h_out")[r0:r1], want[r0:r1])
+
+
+def _slice_partial(k, t):
+    """A split-K slice's partial row: HF's expert MLP on an input whose other intermediate rows are
+    cut off (act outside the slice zeroed through the down matrix's columns)."""
+    return k.out("partials").view(-1, t.c.hidden)[k.task.args[0]]
+
+
+@checks_on_simulator(Kind.GATE_UP_DOWN)
+def _gate_up_down(t):
+    k = t.split_k_case(Kind.GATE_UP_DOWN, t.moe_layer + "shared_slice[1]")
+    x = t.rand(t.c.hidden)
+    k.put("x", x)
+    k.run()
+    r0, r1 = k.task.tile
+    mlp, xn = t.moe.mlp.shared_experts, t.moe.post_attention_layernorm(x)
+    act = (mlp.act_fn(mlp.gate_proj(xn)) * mlp.up_proj(xn))[r0:r1]
+    return _error(_slice_partial(k, t), F.linear(act, mlp.down_proj.weight[:, r0:r1]))
+
+
+@checks_on_simulator(Kind.EXPERT_GATE_UP_DOWN)
+def _expert_gate_up_down(t):
+    chosen, route_w = t.routed
+    experts = t.moe.mlp.experts
+    k = t.split_k_case(Kind.EXPERT_GATE_UP_DOWN, t.moe_layer + "expert_slice.1[1]")
+    x = t.rand(t.c.hidden)
+    for name, value in (("x", x), ("route_idx", chosen.to(torch.int32)), ("route_w", route_w)):
+        k.put(name, value)
+    k.run()
+    r0, r1 = k.task.tile
+    e = int(chosen[1])
+    gate, up = F.linear(t.moe.post_attention_layernorm(x), experts.gate_up_proj[e]).chunk(2, dim=-1)
+    act = (experts.act_fn(gate) * up)[r0:r1]
+    return _error(_slice_partial(k, t), route_w[1] * F.linear(act, experts.down_proj[e][:, r0:r1]))
+
+
+@checks_on_simulator(Kind.SUM_PARTIALS)
+def _sum_partials(t):
+    k = t.split_k_case(Kind.SUM_PARTIALS, t.moe_layer + "sum_slices[1]")
+    n = k.task.args[0]
+    partials, start = t.rand(n, t.c.hidden), t.rand(t.c.hidden)
+    k.put("partials", partials)
+    k.put("h_out", start)
+    k.run()
+    r0, r1 = k.task.tile
+    return _error(k.out("h_out")[r0:r1], (start + partials.double().sum(0))[r0:r1])
 
 
 @checks_on_simulator(Kind.LM_HEAD)

@@ -188,6 +188,34 @@ def expert_down_accum(ctx):
     ctx.add("h_out", r0, weight * linear(ctx.read("act"), ctx.weight("down")[expert, r0:r1]))
 
 
+def _down_slice(ctx, gate, up, down_cols, weight=1.0):
+    """A split-K slice: this slice's act, then its columns of the down matrix, as a partial row."""
+    ctx.write("partials", ctx.arg(0) * ctx.c.hidden, weight * linear(_swiglu(ctx, gate, up), down_cols))
+
+
+@simulates(Kind.GATE_UP_DOWN)
+def gate_up_down(ctx):
+    r0, r1 = ctx.task.tile
+    _down_slice(ctx, ctx.weight("gate")[r0:r1], ctx.weight("up")[r0:r1], ctx.weight("down")[:, r0:r1])
+
+
+@simulates(Kind.EXPERT_GATE_UP_DOWN)
+def expert_gate_up_down(ctx):
+    r0, r1, k, inter = *ctx.task.tile, ctx.task.slot, ctx.c.moe_inter
+    e = int(ctx.read("route_idx", k, k + 1))
+    expert = ctx.weight("gate_up")[e]
+    _down_slice(ctx, expert[r0:r1], expert[inter + r0:inter + r1], ctx.weight("down")[e, :, r0:r1],
+                ctx.read("route_w", k, k + 1).float())
+
+
+@simulates(Kind.SUM_PARTIALS)
+def sum_partials(ctx):
+    """The partial rows added in row order (the whole buffer is read: every slice must be done)."""
+    r0, r1 = ctx.task.tile
+    rows = ctx.read("partials").float().view(ctx.arg(0), ctx.c.hidden)
+    ctx.add("h_out", r0, rows[:, r0:r1].sum(0))
+
+
 @simulates(Kind.LM_HEAD)
 def lm_head(ctx):
     """Logits rows of this step, rounded to the model dtype as HF's lm_head output is (so ties break

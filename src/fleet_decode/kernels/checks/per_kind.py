@@ -293,6 +293,72 @@ def check_expert_down_accum(k, s, rnd, grid, dtype=F32) -> Result:
     return _down_accum(k, s, rnd, grid, Kind.EXPERT_DOWN_ACCUM, s.moe_inter, s.experts, dtype)
 
 
+def _split_k(k, s, rnd, kind, inter, rows, n_experts, dtype) -> Result:
+    """Split-K slices of `rows` intermediate rows: each slice's partial row against fp64 (act rounded
+    as its dtype stores it), then the partial rows summed in fp64 against the whole MLP."""
+    routed = n_experts > 0
+    slots, slices = (s.top_k if routed else 1), -(-inter // rows)
+    x, w = rnd.randn(s.hidden, dtype=dtype), rnd.norm_weight(s.hidden)
+    lead = (n_experts,) if routed else ()
+    gate_up = rnd.randn(*lead, 2 * inter, s.hidden, std=0.02)
+    down = rnd.randn(*lead, s.hidden, inter, std=0.02)
+    idx = rnd.distinct(n_experts, slots) if routed else None
+    weight = rnd.uniform(slots, low=0.02, high=0.3) if routed else None
+    gate, up = (gate_up[:, :inter], gate_up[:, inter:]) if routed else (gate_up[:inter], gate_up[inter:])
+    partials = poisoned(slots * slices, s.hidden, dtype=F32, device=rnd.device)
+
+    def launch():
+        k.gate_up_down(x, w, s.eps, gate, up, down, idx, weight, inter, partials, rows)
+
+    launch()
+    sync(rnd.device)
+    xn = rms_norm_ref(x, w, s.eps)
+    want = []
+    for slot, e in enumerate(idx.tolist() if routed else [None]):
+        g, u, dn = (gate_up[e, :inter], gate_up[e, inter:], down[e]) if routed else (gate, up, down)
+        act_ref = gate_up_ref(g, u, xn, dtype)
+        scale = float(weight[slot]) if routed else 1.0
+        want += [scale * (dn[:, r0:r0 + rows].double() @ act_ref[r0:r0 + rows]) for r0 in range(0, inter, rows)]
+    written = not unwritten(partials)
+    errs = measure([(partials, torch.stack(want))])
+    us = time_launches([launch] * 8, rnd.device)
+    nbytes = slots * 3 * inter * s.hidden * 2
+    return result(row_name(kind, dtype), errs, tol_for(dtype, 1e-2),
+                  f"{slots} slot(s) x [3x{inter},{s.hidden}] in slices of {rows} rows", us, nbytes, written,
+                  note="expert ids read on device" if routed else "")
+
+
+@checks_on_device(Kind.GATE_UP_DOWN)
+def check_gate_up_down(k, s, rnd, grid, dtype=F32) -> Result:
+    return _split_k(k, s, rnd, Kind.GATE_UP_DOWN, s.shared_inter, 32, 0, dtype)
+
+
+@checks_on_device(Kind.EXPERT_GATE_UP_DOWN)
+def check_expert_gate_up_down(k, s, rnd, grid, dtype=F32) -> Result:
+    return _split_k(k, s, rnd, Kind.EXPERT_GATE_UP_DOWN, s.moe_inter, 64, s.experts, dtype)
+
+
+@checks_on_device(Kind.SUM_PARTIALS)
+def check_sum_partials(k, s, rnd, grid, dtype=F32) -> Result:
+    """220 partial rows (the real config's slices per layer) added into a started sum."""
+    n = 220
+    partials = rnd.randn(n, s.hidden, dtype=F32)
+    start = rnd.randn(s.hidden, dtype=F32)
+    into = start.clone()
+    rows = 16
+    k.sum_partials(partials, into, rows)
+    sync(rnd.device)
+    errs = measure([(into - start, partials.double().sum(0))])
+    again = start.clone()
+    k.sum_partials(partials, again, rows)
+    sync(rnd.device)
+    identical = torch.equal(into, again)  # the fixed order: bit for bit from launch to launch
+    us = time_launches([lambda: k.sum_partials(partials, again, rows)] * 8, rnd.device)
+    return result(row_name(Kind.SUM_PARTIALS, dtype), errs, F32_TOL, f"[{n},{s.hidden}] rows of {rows}", us,
+                  n * s.hidden * 4, bool(torch.isfinite(into).all()), extra_ok=identical,
+                  note=f"two launches bit-identical: {identical}")
+
+
 @checks_on_device(Kind.LM_HEAD, Kind.ARGMAX)
 def check_lm_head_argmax(k, s, rnd, grid, dtype=F32) -> list[Result]:
     """The lm_head tiles with their per-tile maxima, then the argmax over those (and over a raw
