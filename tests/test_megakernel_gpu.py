@@ -21,6 +21,7 @@ import pytest
 import torch
 
 from fleet_decode.graph import build_graph
+from fleet_decode.graph.plan import default_plan
 from fleet_decode.kernels.runtime import Megakernel, Tuning, WatchdogTimeout
 from fleet_decode.model import Reference, load_model, prompt_ids
 from fleet_decode.model.reference import Route
@@ -61,9 +62,11 @@ def prompt(model):
     return prompt_ids(N_PROMPT, vocab_size=model.config.vocab_size)
 
 
-@pytest.fixture(scope="module")
-def megakernel(model):
-    return Megakernel(model)
+@pytest.fixture(scope="module", params=["routing-free", "split-k"])
+def megakernel(model, request):
+    """The whole model under each expert tiling the runtime offers (Plan.moe_tiles)."""
+    n_sm = torch.cuda.get_device_properties(0).multi_processor_count
+    return Megakernel(model, plan=default_plan(model.config, workers=n_sm, moe_tiles=request.param))
 
 
 def forced(routes):
@@ -77,9 +80,12 @@ def assert_routes_differ_only_at_near_ties(ours: dict, reference_routes: dict):
             assert own.margin() < NEAR_TIE_SCORE, (layer, experts, own.experts.tolist(), own.margin())
 
 
-@pytest.mark.parametrize("layer", [0, 1, 26])
-def test_one_layer_matches_the_reference(model, prompt, layer):
-    ours, ref = Megakernel(model, layers=[layer]).run_layer(prompt)
+@pytest.mark.parametrize("layer,moe_tiles", [(0, "routing-free"), (1, "routing-free"), (26, "routing-free"),
+                                              (1, "split-k"), (26, "split-k")])
+def test_one_layer_matches_the_reference(model, prompt, layer, moe_tiles):
+    n_sm = torch.cuda.get_device_properties(0).multi_processor_count
+    plan = default_plan(model.config, workers=n_sm, moe_tiles=moe_tiles)
+    ours, ref = Megakernel(model, plan=plan, layers=[layer]).run_layer(prompt)
     assert torch.isfinite(ours).all()
     assert rel(ours, ref) < LAYER_REL_TOL, rel(ours, ref)
 

@@ -12,8 +12,11 @@
 // act is stored as Act (bf16: rounded as HF rounds its gate/up output); the partial is fp32.
 #include "common.h"
 
-// Down-row loads in flight per lane: 16 x 16 bytes, 64 KB per 256-thread block.
-constexpr int kDownUnroll = 16;
+// Down-row loads in flight per lane: 16 x 16 bytes on 32-wide warps (64 KB per 256-thread block),
+// half that per lane on 64-wide ones (as kStreamUnroll: the same bytes per warp-row pass).
+constexpr int kDownUnroll = 512 / kWarpSize > 0 ? 512 / kWarpSize : 1;
+// The most 16-byte pieces a slice's down row segment may have (256 rows): the narrowest warp.
+constexpr int kMaxDownPieces = 32;
 
 template <class Act>
 __host__ __device__ constexpr int fd_gate_up_down_smem_bytes(int hidden, int rows) {
@@ -24,7 +27,8 @@ __host__ __device__ constexpr int fd_gate_up_down_smem_bytes(int hidden, int row
 // summed with shuffles: the number of pieces must be a power of two no wider than the warp.
 __host__ __device__ constexpr bool fd_gate_up_down_rows_ok(int rows, int warp_size) {
   const int pieces = rows / kVecElems;
-  return rows > 0 && rows % kVecElems == 0 && pieces <= warp_size && (pieces & (pieces - 1)) == 0;
+  return rows > 0 && rows % kVecElems == 0 && pieces <= warp_size && pieces <= kMaxDownPieces &&
+         (pieces & (pieces - 1)) == 0;
 }
 
 template <class Act, class WL = fd_global_weights>
@@ -62,7 +66,10 @@ __device__ void fd_task_gate_up_down(const Act* x, const fd_bf16* norm_weight, f
 #pragma unroll
     for (int u = 0; u < kDownUnroll; ++u) {
       float dot = fd_dot8(w[u], a);
-      for (int m = pieces / 2; m > 0; m >>= 1) dot += fd_shfl_xor(dot, m);
+      // A fixed trip count, so the loop over u unrolls and w[] stays in registers.
+#pragma unroll
+      for (int m = 1; m < kMaxDownPieces; m <<= 1)
+        if (m < pieces) dot += fd_shfl_xor(dot, m);
       const int row = base + u * rows_per_load + sub;
       if (piece == 0 && row < hidden) partial[row] = weight * dot;
     }
@@ -75,7 +82,7 @@ __device__ void fd_task_gate_up_down(const Act* x, const fd_bf16* norm_weight, f
 // blockIdx.x = slice, blockIdx.y = slot; partial row (slot * slices + slice) of [n_slots * slices, hidden].
 // expert_idx == nullptr: one MLP (gate_w, up_w, down_w its matrices), weight 1.
 template <class Act>
-__global__ void fd_kernel_gate_up_down(const Act* x, const fd_bf16* norm_weight, float eps, const fd_bf16* gate_w,
+__global__ void __launch_bounds__(kTaskThreads) fd_kernel_gate_up_down(const Act* x, const fd_bf16* norm_weight, float eps, const fd_bf16* gate_w,
                                        const fd_bf16* up_w, const fd_bf16* down_w, const int* expert_idx,
                                        const float* expert_weight, int hidden, int inter, int rows_per_tile,
                                        float* partials) {
