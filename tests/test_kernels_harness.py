@@ -116,16 +116,16 @@ class TorchTaskKernels:
         for slot, e in enumerate(expert_idx.tolist()):
             h_out += expert_weight[slot] * (down_w[e].float() @ act[slot].float())
 
-    def gate_up_down(self, x, norm_weight, eps, gate_w, up_w, down_w, expert_idx, expert_weight, inter, partials,
+    def gate_up_down(self, x, norm_weight, eps, gate_w, up_w, down_t, expert_idx, expert_weight, inter, partials,
                      rows_per_tile):
         xn = rms_norm(x, norm_weight)
         slices = -(-inter // rows_per_tile)
         for slot in range(1 if expert_idx is None else expert_idx.numel()):
             if expert_idx is None:
-                gate, up, down, weight = gate_w, up_w, down_w, 1.0
-            else:  # views of experts.gate_up_proj [E, 2I, hidden] and experts.down_proj [E, hidden, I]
+                gate, up, down, weight = gate_w, up_w, down_t.T, 1.0
+            else:  # views of experts.gate_up_proj [E, 2I, hidden]; down_t [E, I, hidden]
                 e = int(expert_idx[slot])
-                gate, up, down, weight = gate_w[e], up_w[e], down_w[e], expert_weight[slot]
+                gate, up, down, weight = gate_w[e], up_w[e], down_t[e].T, expert_weight[slot]
             g, u = st(gate.float() @ xn, x.dtype), st(up.float() @ xn, x.dtype)
             act = st(st(F.silu(g), x.dtype) * u, x.dtype)
             for i, r0 in enumerate(range(0, inter, rows_per_tile)):
@@ -220,18 +220,18 @@ class OverwritesInsteadOfAdding(TorchTaskKernels):
         super().down_accum(down_w, expert_stride, expert_idx, expert_weight, act, h_out, rows_per_tile)
 
 
-class SlicesTheWrongDownColumns(TorchTaskKernels):
-    def gate_up_down(self, x, norm_weight, eps, gate_w, up_w, down_w, expert_idx, expert_weight, inter, partials,
+class SlicesTheWrongDownRows(TorchTaskKernels):
+    def gate_up_down(self, x, norm_weight, eps, gate_w, up_w, down_t, expert_idx, expert_weight, inter, partials,
                      rows_per_tile):
-        super().gate_up_down(x, norm_weight, eps, gate_w, up_w, down_w.flip(-1), expert_idx, expert_weight, inter,
+        super().gate_up_down(x, norm_weight, eps, gate_w, up_w, down_t.flip(-2), expert_idx, expert_weight, inter,
                              partials, rows_per_tile)
 
 
 class ForgetsTheRouteWeight(TorchTaskKernels):
-    def gate_up_down(self, x, norm_weight, eps, gate_w, up_w, down_w, expert_idx, expert_weight, inter, partials,
+    def gate_up_down(self, x, norm_weight, eps, gate_w, up_w, down_t, expert_idx, expert_weight, inter, partials,
                      rows_per_tile):
         ones = None if expert_weight is None else torch.ones_like(expert_weight)
-        super().gate_up_down(x, norm_weight, eps, gate_w, up_w, down_w, expert_idx, ones, inter, partials,
+        super().gate_up_down(x, norm_weight, eps, gate_w, up_w, down_t, expert_idx, ones, inter, partials,
                              rows_per_tile)
 
 
@@ -256,8 +256,8 @@ class DropsTheResidual(TorchTaskKernels):
     (RouterSkipsLastTile, "ROUTER"),
     (OverwritesInsteadOfAdding, "DOWN_ACCUM"),
     (OverwritesInsteadOfAdding, "EXPERT_DOWN_ACCUM"),
-    (SlicesTheWrongDownColumns, "GATE_UP_DOWN"),
-    (SlicesTheWrongDownColumns, "EXPERT_GATE_UP_DOWN"),
+    (SlicesTheWrongDownRows, "GATE_UP_DOWN"),
+    (SlicesTheWrongDownRows, "EXPERT_GATE_UP_DOWN"),
     (ForgetsTheRouteWeight, "EXPERT_GATE_UP_DOWN"),
     (SumsAllButTheLastRow, "SUM_PARTIALS"),
 ])

@@ -219,8 +219,17 @@ __device__ __forceinline__ void fd_resolve_task(const fd_launch_args& a, const i
 // into: where an adding task adds (its own scratch row, or h_out itself when it is the only adder).
 // staged_slot >= 0: that weight operand is read from the stage, staged_base being where its byte 0
 // would lie (the stage minus the staged range's offset), so the task's own indexing is unchanged.
+// The stage as a task may use it while it runs (the split-K slices copy their down rows there).
+struct fd_stage_state {
+  unsigned char* base;
+  uint64_t* barrier;
+  uint32_t* parity;  // this thread's copy of the barrier's phase
+  bool bulk;
+};
+
 __device__ __forceinline__ void fd_run_task(const fd_launch_args& a, const fd_model_constants& c, const fd_task_view& v, int kind,
-                            int step, float* into, void* smem, int staged_slot, const char* staged_base) {
+                            int step, float* into, void* smem, int staged_slot, const char* staged_base,
+                            const fd_stage_state& stage) {
   const int b0 = v.b0, b1 = v.b1, slot = v.slot;
   const int hidden = c.hidden, inter = c.inter, vocab = c.vocab;
   const int pos = a.pos0 + step;
@@ -323,24 +332,35 @@ __device__ __forceinline__ void fd_run_task(const fd_launch_args& a, const fd_mo
                          I(FD_EXPERT_DOWN_ACCUM_BUF_ROUTE_IDX), F(FD_EXPERT_DOWN_ACCUM_BUF_ROUTE_W), slot,
                          F(FD_EXPERT_DOWN_ACCUM_BUF_ACT), inter, b0, b1, into, smem);
       break;
-    case FD_KIND_GATE_UP_DOWN: {
-      const int width = v.arg[FD_GATE_UP_DOWN_ARG_INTER];  // the down matrix's width: the MLP's intermediate size
-      fd_task_gate_up_down(F(FD_GATE_UP_DOWN_BUF_X), WM(FD_GATE_UP_DOWN_WT_NORM), eps, WM(FD_GATE_UP_DOWN_WT_GATE),
-                           WM(FD_GATE_UP_DOWN_WT_UP), WM(FD_GATE_UP_DOWN_WT_DOWN), width, 1.f, hidden, b0, b1,
-                           F(FD_GATE_UP_DOWN_BUF_PARTIALS) + static_cast<size_t>(v.arg[FD_GATE_UP_DOWN_ARG_ROW]) * hidden,
-                           smem);
-      break;
-    }
+    case FD_KIND_GATE_UP_DOWN:
     case FD_KIND_EXPERT_GATE_UP_DOWN: {
-      const long long e = I(FD_EXPERT_GATE_UP_DOWN_BUF_ROUTE_IDX)[slot];
-      const fd_bf16* gate = WM(FD_EXPERT_GATE_UP_DOWN_WT_GATE_UP) + e * 2 * inter * hidden;
-      fd_task_gate_up_down(F(FD_EXPERT_GATE_UP_DOWN_BUF_X), WM(FD_EXPERT_GATE_UP_DOWN_WT_NORM), eps, gate,
-                           gate + static_cast<size_t>(inter) * hidden,
-                           WM(FD_EXPERT_GATE_UP_DOWN_WT_DOWN) + e * hidden * inter, inter,
-                           F(FD_EXPERT_GATE_UP_DOWN_BUF_ROUTE_W)[slot], hidden, b0, b1,
-                           F(FD_EXPERT_GATE_UP_DOWN_BUF_PARTIALS) +
-                               static_cast<size_t>(v.arg[FD_EXPERT_GATE_UP_DOWN_ARG_ROW]) * hidden,
-                           smem);
+      const bool routed = kind == FD_KIND_EXPERT_GATE_UP_DOWN;
+      // routed: the expert the top-k chose (gate_up holds two [inter, hidden] matrices per expert)
+      const size_t expert = routed ? static_cast<size_t>(I(FD_EXPERT_GATE_UP_DOWN_BUF_ROUTE_IDX)[slot]) * inter * hidden : 0;
+      const fd_bf16* gate = routed ? WM(FD_EXPERT_GATE_UP_DOWN_WT_GATE_UP) + 2 * expert : WM(FD_GATE_UP_DOWN_WT_GATE);
+      const fd_bf16* up = routed ? gate + static_cast<size_t>(inter) * hidden : WM(FD_GATE_UP_DOWN_WT_UP);
+      const fd_bf16* down_t = (routed ? WM(FD_EXPERT_GATE_UP_DOWN_WT_DOWN_T) + expert : WM(FD_GATE_UP_DOWN_WT_DOWN_T)) +
+                              static_cast<size_t>(b0) * hidden;
+      const float weight = routed ? F(FD_EXPERT_GATE_UP_DOWN_BUF_ROUTE_W)[slot] : 1.f;
+      const int row = v.arg[routed ? FD_EXPERT_GATE_UP_DOWN_ARG_ROW : FD_GATE_UP_DOWN_ARG_ROW];
+      float* partial = F(routed ? FD_EXPERT_GATE_UP_DOWN_BUF_PARTIALS : FD_GATE_UP_DOWN_BUF_PARTIALS) +
+                       static_cast<size_t>(row) * hidden;
+      // The slice's down rows are one contiguous range, known once the expert is: copied into the
+      // (idle) stage by bulk copies while the block streams the gate/up rows.
+      const uint32_t down_bytes = static_cast<uint32_t>(b1 - b0) * hidden * sizeof(fd_bf16);
+      const fd_bf16* staged = nullptr;
+      if (kStaging && stage.bulk && down_bytes <= static_cast<uint32_t>(a.stage_bytes)) {
+        if (threadIdx.x == 0) fd_stage_issue(stage.barrier, stage.base, down_t, down_bytes);
+        staged = reinterpret_cast<const fd_bf16*>(stage.base);
+      }
+      fd_task_gate_up_down(F(routed ? FD_EXPERT_GATE_UP_DOWN_BUF_X : FD_GATE_UP_DOWN_BUF_X),
+                           WM(routed ? FD_EXPERT_GATE_UP_DOWN_WT_NORM : FD_GATE_UP_DOWN_WT_NORM), eps, gate, up,
+                           down_t - static_cast<size_t>(b0) * hidden, staged,
+                           [&] {
+                             fd_stage_wait(stage.barrier, *stage.parity);
+                             *stage.parity ^= 1;
+                           },
+                           weight, hidden, b0, b1, partial, smem);
       break;
     }
     case FD_KIND_SUM_PARTIALS:
@@ -498,7 +518,8 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
       int* token_row = kind == FD_KIND_ARGMAX ? static_cast<int*>(view.buf[FD_ARGMAX_BUF_TOKENS]) : nullptr;
       float* into = add_group >= 0 ? a.partials + order[3] : adds ? fd_accumulated(view, kind) : nullptr;
       fd_run_task(a, constants, view, kind, step, into, fd_smem, staged_slot,
-                  staged_slot >= 0 ? reinterpret_cast<const char*>(stage) - st[1] : nullptr);
+                  staged_slot >= 0 ? reinterpret_cast<const char*>(stage) - st[1] : nullptr,
+                  fd_stage_state{stage, &stage_barrier, &stage_parity, bulk_stage});
       __syncthreads();
       if (add_group >= 0) {
         if (threadIdx.x == 0) {

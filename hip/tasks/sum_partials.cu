@@ -17,6 +17,7 @@ __device__ void fd_task_sum_partials(const float* partials, int n_rows, int row_
     if (group < groups) {
       float s = 0.f;
       const float* p = partials + c0 + col;
+      // Unrolled so that the loads of a thread's rows (L2 round trips) are in flight together.
 #pragma unroll 4
       for (int k = group; k < n_rows; k += groups) s += p[static_cast<size_t>(k) * row_length];
       sums[group * cols + col] = s;

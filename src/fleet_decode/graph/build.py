@@ -9,7 +9,7 @@ output at run time.
 
 from transformers.models.deepseek_v2.modeling_deepseek_v2 import yarn_apply_mscale
 
-from fleet_decode.graph.derived import W_UK_PARTS
+from fleet_decode.graph.derived import W_UK_PARTS, transposed
 from fleet_decode.graph.format import NONE, DType, Kind, Persistence, bits_f32, f32_bits
 from fleet_decode.graph.graph import Buffer, Constants, Event, Graph, Task, Weight
 from fleet_decode.graph.plan import Plan, assign, split_k_tiles, tiles
@@ -151,11 +151,33 @@ def _mlp(b: _Builder, layer, h_attn, ev_o, h_out, ev_out):
     shared = inter * cfg.n_shared_experts
     router_w = b.weight(p + "mlp.gate.weight", (E, d), DType.F32)  # HF keeps the router in fp32
     gate_up = b.weight(p + "mlp.experts.gate_up_proj", (E, 2 * inter, d))
-    down = b.weight(p + "mlp.experts.down_proj", (E, d, inter))
     sh_gate = b.weight(p + "mlp.shared_experts.gate_proj.weight", (shared, d))
     sh_up = b.weight(p + "mlp.shared_experts.up_proj.weight", (shared, d))
-    sh_down = b.weight(p + "mlp.shared_experts.down_proj.weight", (d, shared))
+    down_name, sh_down_name = p + "mlp.experts.down_proj", p + "mlp.shared_experts.down_proj.weight"
 
+    def router():
+        # The router's 512 KB (fp32) cut into expert tiles over several workers, then one small task
+        # picks the top k from the logits: one more round trip, but no single worker streams it all.
+        b.gemv_tiles(Kind.ROUTER, L + "router", E, E, ev_logits, [(ev_o, 0)], (h_attn, logits), (post_norm, router_w),
+                     layer)
+        b.task(Kind.ROUTE_TOPK, L + "route_topk", ev_route, [(ev_logits, 0)], (logits, route_idx, route_w), layer=layer)
+
+    logits = b.buffer(L + "router_logits", E)
+    ev_logits = b.event(L + "router", layer)
+    route_idx, route_w = b.buffer(L + "route_idx", K, 1, DType.I32), b.buffer(L + "route_w", K)
+    ev_route = b.event(L + "route_topk", layer)
+    if b.plan.moe_tiles == "split-k":
+        router()
+        # The down matrices transposed (derived on the host), so that a slice's band of down columns
+        # is contiguous rows: streamed whole, where the band itself would be 64-128 byte pieces.
+        down_t = b.weight(transposed(down_name), (E, inter, d))
+        sh_down_t = b.weight(transposed(sh_down_name), (shared, d))
+        _split_k_experts(b, layer, h_attn, ev_o, h_out, ev_out, ev_route, route_idx, route_w,
+                         (post_norm, sh_gate, sh_up, sh_down_t), (gate_up, down_t))
+        return
+
+    down = b.weight(down_name, (E, d, inter))
+    sh_down = b.weight(sh_down_name, (d, shared))
     routing_tasks = len(tiles(E, b.plan.tile_rows(E))) + 1
     down_stage = d * (K + 1)  # every down tile of one row range adds into h_out with the others: same tiles
     sh_act = b.buffer(L + "shared_act", shared)
@@ -177,21 +199,6 @@ def _mlp(b: _Builder, layer, h_attn, ev_o, h_out, ev_out):
                          [(ev_route, 0)], (h_attn, route_idx, acts[k]), (post_norm, gate_up), layer, slot=k,
                          reserved=reserved)
 
-    def router():
-        # The router's 512 KB (fp32) cut into expert tiles over several workers, then one small task
-        # picks the top k from the logits: one more round trip, but no single worker streams it all.
-        b.gemv_tiles(Kind.ROUTER, L + "router", E, E, ev_logits, [(ev_o, 0)], (h_attn, logits), (post_norm, router_w),
-                     layer)
-        b.task(Kind.ROUTE_TOPK, L + "route_topk", ev_route, [(ev_logits, 0)], (logits, route_idx, route_w), layer=layer)
-
-    logits = b.buffer(L + "router_logits", E)
-    ev_logits = b.event(L + "router", layer)
-    route_idx, route_w = b.buffer(L + "route_idx", K, 1, DType.I32), b.buffer(L + "route_w", K)
-    ev_route = b.event(L + "route_topk", layer)
-    if b.plan.moe_tiles == "split-k":
-        _split_k_experts(b, layer, h_attn, ev_o, h_out, ev_out, router, ev_route, route_idx, route_w,
-                         (post_norm, sh_gate, sh_up, sh_down), (gate_up, down))
-        return
     if b.plan.moe_tiles == "routing-free":
         # One gate/up stage (shared experts and every slot) cut over the workers the routing leaves
         # free, so that each worker gets at most one of its tiles; shared experts first in the graph
@@ -215,8 +222,8 @@ def _mlp(b: _Builder, layer, h_attn, ev_o, h_out, ev_out):
                      (acts[k], route_idx, route_w, h_out), (down,), layer, slot=k)
 
 
-def _split_k_experts(b: _Builder, layer, h_attn, ev_o, h_out, ev_out, router, ev_route, route_idx, route_w,
-                     shared_weights, routed_weights):
+def _split_k_experts(b: _Builder, layer, h_attn, ev_o, h_out, ev_out, ev_route, route_idx, route_w, shared_weights,
+                     routed_weights):
     """Every expert as slices of its intermediate rows, each slice one task from h_attn to a partial
     row of the layer's output: the shared experts' slices over the workers the routing leaves free
     (they need only h_attn), then the routed slots' slices (about one per worker), then the sum."""
@@ -224,19 +231,18 @@ def _split_k_experts(b: _Builder, layer, h_attn, ev_o, h_out, ev_out, router, ev
     d, K, inter = cfg.hidden_size, cfg.num_experts_per_tok, cfg.moe_intermediate_size
     shared = inter * cfg.n_shared_experts
     L = f"L{layer}."
-    router()
     routing_tasks = len(tiles(cfg.n_routed_experts, plan.tile_rows(cfg.n_routed_experts))) + 1
     stage = plan.stage_tiles or plan.workers
-    shared_slices = split_k_tiles(shared, max(1, stage - routing_tasks))
-    routed_slices = split_k_tiles(inter, max(1, stage // K))
+    shared_slices = split_k_tiles(shared, max(1, stage - routing_tasks), max_rows=plan.split_k_rows)
+    routed_slices = split_k_tiles(inter, max(1, stage // K), max_rows=plan.split_k_rows)
     n_rows = len(shared_slices) + K * len(routed_slices)
     partials = b.buffer(L + "moe_partials", n_rows, d)
     ev_parts = b.event(L + "moe_slices", layer)
     norm, sh_gate, sh_up, sh_down = shared_weights
+    gate_up, down = routed_weights
     for i, tile in enumerate(shared_slices):
         b.task(Kind.GATE_UP_DOWN, f"{L}shared_slice[{i}]", ev_parts, [(ev_o, 0)], (h_attn, partials),
-               (norm, sh_gate, sh_up, sh_down), (i, shared), layer=layer, tile=tile)
-    gate_up, down = routed_weights
+               (norm, sh_gate, sh_up, sh_down), (i,), layer=layer, tile=tile)
     for k in range(K):
         for i, tile in enumerate(routed_slices):
             row = len(shared_slices) + k * len(routed_slices) + i

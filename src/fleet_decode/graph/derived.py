@@ -1,6 +1,7 @@
 """Weights the graph reads in a layout of its own, derived on the host from the model's parameters
 (as the rope tables are computed there): W_UK cut into column blocks, each block contiguous, so a
-q-absorb task of one (head, column block) streams one contiguous range."""
+q-absorb task of one (head, column block) streams one contiguous range; and transposed down
+matrices, so a split-K expert slice streams its band of down columns as contiguous rows."""
 
 import torch
 
@@ -18,8 +19,17 @@ def w_uk_parts(kv_b: torch.Tensor, n_heads: int, nope: int, v_head: int, parts: 
             .reshape(n_heads * parts * nope, rank // parts).contiguous())
 
 
+TRANSPOSED = ".transposed"  # <parameter name>.transposed: the parameter's last two dimensions swapped
+
+
+def transposed(name: str) -> str:
+    return name + TRANSPOSED
+
+
 def derived(name: str, shape, params: dict, config):
     """The tensor of a derived weight slot, or None if `name` is not one."""
+    if name.endswith(TRANSPOSED):
+        return params[name[: -len(TRANSPOSED)]].detach().transpose(-1, -2).contiguous()
     if not name.endswith("." + W_UK_PARTS):
         return None
     layer_prefix = name[: -len(W_UK_PARTS)]

@@ -79,10 +79,11 @@ OPERANDS = {
     Kind.LM_HEAD: (("x", "logits", "part_max", "part_idx"), ("norm", "lm_head"), ()),
     Kind.ARGMAX: (("part_max", "part_idx", "tokens"), (), ("n_tiles",)),
     Kind.ROUTE_TOPK: (("logits", "route_idx", "route_w"), (), ()),
-    # A slice of intermediate rows [tile) of one MLP: its gate/up rows, then its columns of the down
-    # matrix, written (times the route weight) as row `row` of `partials`; SUM_PARTIALS adds the rows.
-    Kind.GATE_UP_DOWN: (("x", "partials"), ("norm", "gate", "up", "down"), ("row", "inter")),
-    Kind.EXPERT_GATE_UP_DOWN: (("x", "route_idx", "route_w", "partials"), ("norm", "gate_up", "down"), ("row",)),
+    # A slice of intermediate rows [tile) of one MLP: its gate/up rows, then the same rows of the
+    # transposed down matrix, written (times the route weight) as row `row` of `partials`;
+    # SUM_PARTIALS adds the rows.
+    Kind.GATE_UP_DOWN: (("x", "partials"), ("norm", "gate", "up", "down_t"), ("row",)),
+    Kind.EXPERT_GATE_UP_DOWN: (("x", "route_idx", "route_w", "partials"), ("norm", "gate_up", "down_t"), ("row",)),
     Kind.SUM_PARTIALS: (("partials", "h_out"), (), ("n_rows",)),
 }
 

@@ -34,6 +34,9 @@ class Plan:
     assign: str = "balanced"
     task_overhead: int = 4096  # weight elements one task start costs in the balanced cost model
     moe_tiles: str = "routing-free"  # one of MOE_TILINGS
+    # Most intermediate rows per split-K slice: 32 rows of a 2048-wide transposed down matrix are
+    # 128 KB, what the runtime's stage holds (the slice's down rows are copied there while it runs).
+    split_k_rows: int = 32
 
     def __post_init__(self):
         if self.assign not in ASSIGNMENTS:
@@ -41,7 +44,7 @@ class Plan:
         if self.moe_tiles not in MOE_TILINGS:
             raise ValueError(f"moe_tiles must be one of {MOE_TILINGS}, got {self.moe_tiles!r}")
         for name in ("workers", "row_align", "heads_per_tile", "absorb_parts", "attn_chunk", "max_positions",
-                     "max_steps"):
+                     "max_steps", "split_k_rows"):
             if getattr(self, name) < 1:
                 raise ValueError(f"plan.{name} must be >= 1, got {getattr(self, name)}")
 
@@ -82,23 +85,11 @@ def tiles(total: int, rows: int):
     return [(b, min(b + rows, total)) for b in range(0, total, rows)]
 
 
-def split_k_tiles(total: int, n_tiles: int, align: int = 8, max_rows: int = 256):
-    """Slices of range(total) for the split-K expert tiles, about n_tiles of them: every slice a
-    power-of-two multiple of `align` rows (the down pass reads a slice's row segment as that many
-    16-byte pieces, one per lane, and sums them with shuffles), at most max_rows; the remainder
-    cut into smaller powers of two."""
-    if total % align:
-        raise ValueError(f"split-K slices need a multiple of {align} intermediate rows, got {total}")
-    rows = align
-    while rows < max_rows and rows * n_tiles < total:
-        rows *= 2
-    out = [(b, b + rows) for b in range(0, total - total % rows, rows)]
-    begin, rest = total - total % rows, total % rows
-    while rest:
-        piece = 1 << (rest.bit_length() - 1)
-        out.append((begin, begin + piece))
-        begin, rest = begin + piece, rest - piece
-    return out
+def split_k_tiles(total: int, n_tiles: int, max_rows: int, align: int = 8):
+    """Slices of range(total) for the split-K expert tiles: about n_tiles of them, each a multiple of
+    `align` rows (whole 16-byte pieces), at most max_rows."""
+    rows = min(max_rows, max(align, math.ceil(total / n_tiles / align) * align))
+    return tiles(total, rows)
 
 
 def assign(tasks, events, plan: Plan) -> list[list[int]]:

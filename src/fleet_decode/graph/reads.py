@@ -11,8 +11,7 @@ class WeightRead:
     part: int  # which copy is read: the routed-expert slot k, or -1 (static rows; dynamic single rows are -2)
     begin: int  # first row read (rows of the last-but-one dimension for a 3-D expert tensor)
     end: int
-    cols: int  # columns read per row
-    col_begin: int = 0  # first column read (a split-K slice reads a band of the down matrix's columns)
+    cols: int
 
     @property
     def elements(self):
@@ -57,14 +56,13 @@ def weight_reads(task, graph) -> list[WeightRead]:
                 WeightRead(task.weights[1], task.slot, inter + r0, inter + r1, cols)]
     if k == Kind.EXPERT_DOWN_ACCUM:
         return [WeightRead(task.weights[0], task.slot, r0, r1, shape[0][2])]
-    if k == Kind.GATE_UP_DOWN:  # rows [r0, r1) of gate and up, columns [r0, r1) of down
-        return ([whole(0)] + [WeightRead(task.weights[j], -1, r0, r1, shape[j][1]) for j in (1, 2)]
-                + [WeightRead(task.weights[3], -1, 0, shape[3][0], r1 - r0, r0)])
+    if k == Kind.GATE_UP_DOWN:  # rows [r0, r1) of gate, up and the transposed down
+        return [whole(0)] + [WeightRead(task.weights[j], -1, r0, r1, shape[j][1]) for j in (1, 2, 3)]
     if k == Kind.EXPERT_GATE_UP_DOWN:
         inter, cols = shape[1][1] // 2, shape[1][2]
         return [whole(0), WeightRead(task.weights[1], task.slot, r0, r1, cols),
                 WeightRead(task.weights[1], task.slot, inter + r0, inter + r1, cols),
-                WeightRead(task.weights[2], task.slot, 0, shape[2][1], r1 - r0, r0)]
+                WeightRead(task.weights[2], task.slot, r0, r1, shape[2][2])]
     return []
 
 

@@ -177,13 +177,14 @@ class TaskKernels:
                      ptr(expert_weight, torch.float32), act_in.shape[0], act(act_in), act_in.shape[1],
                      h_out.shape[0], rows_per_tile, ptr(h_out, torch.float32), is_f32(act_in))
 
-    def gate_up_down(self, x, norm_weight, eps, gate_w, up_w, down_w, expert_idx, expert_weight, inter, partials,
+    def gate_up_down(self, x, norm_weight, eps, gate_w, up_w, down_t, expert_idx, expert_weight, inter, partials,
                      rows_per_tile):
-        """partials [n_slots * slices, hidden] (fp32): slice i of slot k in row k * slices + i. With
-        expert_idx, gate_w/up_w/down_w are views of the expert tensors (expert e at e * their stride)."""
+        """partials [n_slots * slices, hidden] (fp32): slice i of slot k in row k * slices + i. down_t is
+        the down matrix transposed ([inter, hidden], or [E, inter, hidden] with expert_idx); with
+        expert_idx, gate_w/up_w are views of experts.gate_up_proj (expert e at e * 2 * inter * hidden)."""
         n_slots = 1 if expert_idx is None else expert_idx.shape[0]
         self._launch("gate_up_down", act(x), ptr(norm_weight, torch.bfloat16), eps, gate_w.data_ptr(), up_w.data_ptr(),
-                     ptr(down_w, torch.bfloat16), ptr(expert_idx, torch.int32), ptr(expert_weight, torch.float32),
+                     ptr(down_t, torch.bfloat16), ptr(expert_idx, torch.int32), ptr(expert_weight, torch.float32),
                      n_slots, x.shape[0], inter, rows_per_tile, ptr(partials, torch.float32), is_f32(x))
 
     def sum_partials(self, partials, into, rows_per_tile):

@@ -125,11 +125,6 @@ def add_order(graph) -> tuple[np.ndarray, int, int, int]:
     return order, len(shared), offset, row
 
 
-# A split-K slice's down row segment is read as one 16-byte piece per lane and summed with shuffles
-# (hip/tasks/gate_up_down.cu): its pieces must fit the narrowest warp the kernels build for.
-SPLIT_K_MAX_PIECES = 32
-
-
 def _check_graph(graph, n_sm, scratch_bytes: int = 48 * 1024):
     c = graph.constants
     for name, value in COMPILED_DIMS.items():
@@ -148,11 +143,6 @@ def _check_graph(graph, n_sm, scratch_bytes: int = 48 * 1024):
         if t.kind == Kind.DOWN_ACCUM and graph.buffers[t.buffers[0]].numel * 4 > scratch_bytes:
             raise MegakernelError(f"{t.name}: its {graph.buffers[t.buffers[0]].numel} activations do not fit the "
                                   f"runtime's {scratch_bytes} bytes of shared-memory scratch")
-        if t.kind in (Kind.GATE_UP_DOWN, Kind.EXPERT_GATE_UP_DOWN):
-            pieces = (t.tile[1] - t.tile[0]) // 8
-            if (t.tile[1] - t.tile[0]) % 8 or pieces & (pieces - 1) or not 0 < pieces <= SPLIT_K_MAX_PIECES:
-                raise MegakernelError(f"{t.name} slices {t.tile[1] - t.tile[0]} intermediate rows; the kernel needs "
-                                      f"8 x a power of two, at most {8 * SPLIT_K_MAX_PIECES}")
         if t.kind == Kind.ATTN_MERGE_UV and t.args[0] > max_merge:
             raise MegakernelError(f"{t.name} merges {t.args[0]} chunks, the merge task holds at most "
                                   f"{max_merge}: use longer attention chunks")

@@ -188,15 +188,16 @@ def expert_down_accum(ctx):
     ctx.add("h_out", r0, weight * linear(ctx.read("act"), ctx.weight("down")[expert, r0:r1]))
 
 
-def _down_slice(ctx, gate, up, down_cols, weight=1.0):
-    """A split-K slice: this slice's act, then its columns of the down matrix, as a partial row."""
-    ctx.write("partials", ctx.arg(0) * ctx.c.hidden, weight * linear(_swiglu(ctx, gate, up), down_cols))
+def _down_slice(ctx, gate, up, down_t_rows, weight=1.0):
+    """A split-K slice: this slice's act, then the same rows of the transposed down matrix, as a
+    partial row of the MLP's output."""
+    ctx.write("partials", ctx.arg(0) * ctx.c.hidden, weight * linear(_swiglu(ctx, gate, up), down_t_rows.T))
 
 
 @simulates(Kind.GATE_UP_DOWN)
 def gate_up_down(ctx):
     r0, r1 = ctx.task.tile
-    _down_slice(ctx, ctx.weight("gate")[r0:r1], ctx.weight("up")[r0:r1], ctx.weight("down")[:, r0:r1])
+    _down_slice(ctx, ctx.weight("gate")[r0:r1], ctx.weight("up")[r0:r1], ctx.weight("down_t")[r0:r1])
 
 
 @simulates(Kind.EXPERT_GATE_UP_DOWN)
@@ -204,7 +205,7 @@ def expert_gate_up_down(ctx):
     r0, r1, k, inter = *ctx.task.tile, ctx.task.slot, ctx.c.moe_inter
     e = int(ctx.read("route_idx", k, k + 1))
     expert = ctx.weight("gate_up")[e]
-    _down_slice(ctx, expert[r0:r1], expert[inter + r0:inter + r1], ctx.weight("down")[e, :, r0:r1],
+    _down_slice(ctx, expert[r0:r1], expert[inter + r0:inter + r1], ctx.weight("down_t")[e, r0:r1],
                 ctx.read("route_w", k, k + 1).float())
 
 
