@@ -3,9 +3,10 @@ tokens after HF prefill of the fixed prompt, in as many chained launches as that
 handed to the host as they are made. Judged as M4 is: against exact arithmetic fed the decoder's own
 tokens, a split allowed only where the exact top-2 margin is below the logit dtype's spacing. Beside
 it, on a GPU: the per-token P50 over the whole generation against one launch of `decode_tokens` at the
-prompt's context (the bench's statistics, on the decoder's own megakernel: the weights are uploaded
-once), and the delay from each token's step end on the device to the host having it. On every backend: bad requests are refused in one line and the
-same decoder then decodes the same tokens again; seeded sampling repeats per seed.
+prompt's context (the bench's statistics, both on the decoder's own megakernel and graph: the weights
+are uploaded once), and the delay from each token's step end on the device to the host having it.
+On every backend: bad requests are refused in one line and the same decoder then decodes the same
+tokens again; seeded sampling repeats per seed.
 
   PYTHONPATH=src python3 remote/generate.py --host cpu --params '{"backend": "sim", "model": "tiny", "prompt_tokens": 64, "decode_tokens": 4, "generate_tokens": 8, "gates": {}}' --out /tmp/generate.json
 """
