@@ -27,7 +27,7 @@ with Milestone(*envelope("bench"), args) as m:
         model, prompt_lengths=tuple(lengths), decode_tokens=m.params["decode_tokens"],
         runs=m.params.get("bench_runs", 3), device=m.device(), model_source=m.params["model"],
         time_budget_s=m.params.get("bench_time_budget_s"),
-        megakernel=backends.BenchContender(backend, model) if on_gpu else None,
+        megakernel=backends.BenchContender(model) if on_gpu else None,
         contenders=bench.STEP_CONTENDERS if on_gpu else CPU_CONTENDERS)
     headline = bench.headline(result, prompt_length=m.params["prompt_tokens"])
     timed = result["contenders"][headline["timed"]]["lengths"][str(headline["prompt_length"])]

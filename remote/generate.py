@@ -3,9 +3,10 @@ tokens after HF prefill of the fixed prompt, in as many chained launches as that
 handed to the host as they are made. Judged as M4 is: against exact arithmetic fed the decoder's own
 tokens, a split allowed only where the exact top-2 margin is below the logit dtype's spacing. Beside
 it, on a GPU: the per-token P50 over the whole generation against one launch of `decode_tokens` at the
-prompt's context (the bench's protocol, same process), and the delay from each token's step end on
-the device to the host having it. On every backend: bad requests are refused in one line and the
-same decoder then decodes the same tokens again; seeded sampling repeats per seed.
+prompt's context (the bench's statistics, both on the decoder's own megakernel and graph: the weights
+are uploaded once), and the delay from each token's step end on the device to the host having it.
+On every backend: bad requests are refused in one line and the same decoder then decodes the same
+tokens again; seeded sampling repeats per seed.
 
   PYTHONPATH=src python3 remote/generate.py --host cpu --params '{"backend": "sim", "model": "tiny", "prompt_tokens": 64, "decode_tokens": 4, "generate_tokens": 8, "gates": {}}' --out /tmp/generate.json
 """
@@ -22,8 +23,11 @@ REPEAT_TOKENS = 16  # tokens decoded again after the refused requests, and per s
 P50_RATIO_MAX = 1.05  # the generation's P50 against one launch at the prompt's context
 
 
-def p50_ms(step_seconds):
-    return statistics.median(step_seconds) * 1e3
+def latency(step_seconds) -> dict:
+    """The bench's statistics (fleet_decode.bench.timing: P50/P95 over the steady steps) of step times."""
+    from fleet_decode.bench.timing import latency_summary
+
+    return latency_summary([[s * 1e3 for s in step_seconds]])
 
 
 def refused_requests(decoder, prompt, vocab, context):
@@ -49,24 +53,17 @@ def refused_requests(decoder, prompt, vocab, context):
     return out
 
 
-def print_delays_ms(model, prompt, first_token, n_steps):
-    """One launch through the runtime with a host callback per token: per token, the host's time of
-    the callback after the launch call minus the device's time of the token's step end after the
-    launch start (an upper bound: the launch call's own latency is included)."""
-    import torch
-
-    from fleet_decode.graph import decode_plan
-    from fleet_decode.kernels.runtime import Megakernel
-
-    n_sm = torch.cuda.get_device_properties(0).multi_processor_count
-    mk = Megakernel(model, plan=decode_plan(model.config, len(prompt) + n_steps + 1, n_sm))
-    mk.prefill(prompt)
+def print_delays_ms(megakernel, prompt, first_token, n_steps):
+    """One launch through the decoder's megakernel with a host callback per token: per token, the
+    host's time of the callback after the launch call minus the device's time of the token's step
+    end after the launch start (an upper bound: the launch call's own latency is included)."""
+    megakernel.prefill(prompt)
     seen = []
     started = time.perf_counter()
-    mk.generate(len(prompt), n_steps, start_token=first_token,
-                on_token=lambda step, token: seen.append(time.perf_counter() - started))
-    ticks = mk.step_ticks[: n_steps + 1].tolist()
-    rate = mk.lib.fd_megakernel_ticks_per_second()
+    megakernel.generate(len(prompt), n_steps, start_token=first_token,
+                        on_token=lambda step, token: seen.append(time.perf_counter() - started))
+    ticks = megakernel.step_ticks[: n_steps + 1].tolist()
+    rate = megakernel.lib.fd_megakernel_ticks_per_second()
     return [(host - (tick - ticks[0]) / rate) * 1e3 for host, tick in zip(seen, ticks[1:])]
 
 
@@ -108,11 +105,11 @@ with Milestone(*envelope("generate"), args) as m:
 
     if on_gpu:
         m.progress(f"one launch of {m.params['decode_tokens']} tokens at the prompt's context, and print delays")
-        one = backend.decode(model, prompt, m.params["decode_tokens"])
-        steady = gen.decode_seconds[2:]
-        p50, one_p50 = p50_ms(steady), p50_ms(one.step_seconds[2:])
-        delays = print_delays_ms(model, prompt, gen.tokens[0], m.params["decode_tokens"])
-        m.metrics.update(p50_ms=p50, p95_ms=sorted(steady)[int(0.95 * (len(steady) - 1))] * 1e3,
+        one = decoder.engine.decode(prompt, m.params["decode_tokens"])  # the weights the decoder uploaded
+        generation, one_launch = latency(gen.decode_seconds), latency(one.step_seconds)
+        p50, one_p50 = generation["p50_ms"], one_launch["p50_ms"]
+        delays = print_delays_ms(decoder.engine, prompt, gen.tokens[0], m.params["decode_tokens"])
+        m.metrics.update(p50_ms=p50, p95_ms=generation["p95_ms"],
                          one_launch_p50_ms=one_p50, p50_vs_one_launch=p50 / one_p50,
                          print_delay_ms_median=statistics.median(delays), print_delay_ms_max=max(delays),
                          summary=gen.summary())

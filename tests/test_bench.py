@@ -10,13 +10,14 @@ import pytest
 import torch
 
 from fleet_decode.bench import contenders as contenders_module
-from fleet_decode.bench import headline, plots, run_bench
+from fleet_decode.bench import headline, run_bench
 from fleet_decode.bench.__main__ import main as bench_main
 from fleet_decode.bench.static_step import StaticStep
 from fleet_decode.bench.timing import STEADY_FROM_STEP, latency_summary
 from fleet_decode.graph import build_graph, default_plan
 from fleet_decode.graph.counts import graph_counts
 from fleet_decode.model import Reference, load_model, prompt_ids
+from fleet_decode.report import plots
 
 LENGTHS, TOKENS, RUNS = (16, 24), 4, 2
 
@@ -157,6 +158,9 @@ def test_cli_writes_the_report_plots(cli_result):
         assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 5000
     assert plots.latency_png(result, prompt_length=LENGTHS[0]).startswith(b"\x89PNG")
     assert [name for name, _, _ in plots.measured(result)] == ["hf_eager", "reference_eager"]
+    # the report draws the same result, as bench evidence of a host, with the same drawing code
+    docs = {"cpu": {"bench/bench.json": {"metrics": headline(result) | {"bench": result}}}}
+    assert plots.token_latency(docs) and plots.context_scaling(docs)
 
 
 def test_headline_picks_the_preferred_measured_contender(cli_result):

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from fleet_decode.model import Reference, hf_decode, load_model, prompt_ids
-from fleet_decode.model.compare import (ExactDecode, cosine, exact_decode, layer_errors, logit_spacing,
-                                        token_splits)
+from fleet_decode.model.compare import (ExactDecode, continued, cosine, exact_decode, exact_twin, layer_errors,
+                                        logit_spacing, token_splits)
 from fleet_decode.sim import simulate
 
 
@@ -68,6 +68,41 @@ def test_the_measure_sees_bf16_rounding_and_a_broken_layer():
     broken = [h.clone() for h in hf_hidden]
     broken[1][: broken[1].numel() // 8] *= -1  # one layer wrong in an eighth of its channels
     assert layer_errors(broken, exact.hidden[0])[1] > 0.05
+
+
+def _twin_and_fp32_cache_twin(model, prompt, steps):
+    """exact_twin and the same fp32 arithmetic with an fp32 cache, both decoded `steps` greedy
+    tokens of the first from the same prefill; returns (twin, fp32-cache twin, their logits)."""
+    prefilled = Reference(model, max_positions=len(prompt) + 1)
+    token = int(prefilled.prefill(prompt).argmax())
+    twin = exact_twin(model, prefilled, len(prompt), max_positions=len(prompt) + steps)
+    upcast = continued(twin.model, prefilled, len(prompt), len(prompt) + steps, cache_dtype=torch.float32)
+    logits = []
+    for _ in range(steps):
+        logits.append((twin.step(token), upcast.step(token)))
+        token = int(logits[-1][0].argmax())
+    return twin, upcast, logits
+
+
+def test_the_exact_twin_stores_its_cache_rows_as_the_model_does():
+    model = load_model("tiny", dtype=torch.bfloat16, device="cpu")
+    prompt = prompt_ids(32, vocab_size=model.config.vocab_size)
+    twin, upcast, logits = _twin_and_fp32_cache_twin(model, prompt, 3)
+    assert twin.dtype == torch.float32 and twin.ckv.dtype == torch.bfloat16  # fp32 arithmetic, bf16 cache
+    new = slice(len(prompt), len(prompt) + 3)
+    for ours, fp32 in ((twin.ckv, upcast.ckv), (twin.kpe, upcast.kpe)):
+        # layer 0 of step 0 has the same inputs in both: its rows are the fp32 cache's, rounded once
+        assert torch.equal(ours[0, new.start].float(), fp32[0, new.start].to(torch.bfloat16).float())
+        assert not torch.equal(ours[:, new].float(), fp32[:, new])  # the fp32 cache keeps bits bf16 drops
+    # every step attends to its own appended rows, so the storage shows in the logits from step 0
+    assert all(not torch.equal(ours, fp32) for ours, fp32 in logits)
+
+
+def test_the_exact_twin_of_an_fp32_model_keeps_an_fp32_cache(tiny):
+    model, prompt = tiny
+    twin, _, logits = _twin_and_fp32_cache_twin(model, prompt, 3)
+    assert twin.ckv.dtype == torch.float32
+    assert all(torch.equal(ours, fp32) for ours, fp32 in logits)
 
 
 @pytest.mark.gpu

@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from importlib import resources
 
 import pytest
@@ -13,6 +14,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
 from fleet_decode import Decoder, InvalidInput
+from fleet_decode.bench.timing import latency_summary
 from fleet_decode.decoder import TextStream
 from fleet_decode.model import load_model
 from fleet_decode.sim import Simulator
@@ -85,6 +87,18 @@ def test_greedy_equals_hf_generate_over_several_launches(checkpoint, decoder):
     assert len(ours.token_seconds) == len(ours.published_seconds) == 100
     assert ours.published_seconds == sorted(ours.published_seconds)
     assert ours.text == decoder.tokenizer.decode(hf, skip_special_tokens=True)
+
+
+def test_one_engine_serves_every_request_and_the_summary_takes_the_bench_p50(decoder):
+    first = decoder.generate(PROMPT, max_new_tokens=8, stop=())
+    engine = decoder.engine
+    again = decoder.generate(PROMPT, max_new_tokens=8, stop=())
+    assert engine is not None and decoder.engine is engine  # built once, reused by every request
+    assert again.tokens == first.tokens
+    p50 = latency_summary([[s * 1e3 for s in first.decode_seconds]])["p50_ms"]
+    assert f"(P50 {p50:.3f})" in first.summary()
+    two_steps = replace(first, token_seconds=first.token_seconds[:3])  # no steady step: no P50
+    assert "P50" not in two_steps.summary() and "ms/token" in two_steps.summary()
 
 
 def test_stops_at_eos_and_at_listed_ids(decoder):

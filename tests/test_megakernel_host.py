@@ -71,16 +71,18 @@ def test_overlapping_unequal_adder_ranges_are_refused():
 
 def test_graphs_the_runtime_cannot_run_are_refused():
     config = get_config("deepseek-coder-v2-lite")
+    scratch = 48 * 1024  # what the built library's fd_megakernel_scratch_bytes() reports
+    dense_layer = build_graph(config, Plan(workers=4, max_positions=128, max_steps=2), layers=[0])
+    _check_graph(dense_layer, 4, scratch)  # runnable
     with pytest.raises(MegakernelError, match="SMs"):
-        _check_graph(build_graph(config, Plan(workers=8, max_positions=128, max_steps=2), layers=[0]), 4)
+        _check_graph(build_graph(config, Plan(workers=8, max_positions=128, max_steps=2), layers=[0]), 4, scratch)
     with pytest.raises(MegakernelError, match="positions"):
         _check_graph(build_graph(config, Plan(workers=4, attn_chunk=128, max_positions=256, max_steps=2),
-                                 layers=[0]), 4)
+                                 layers=[0]), 4, scratch)
     with pytest.raises(MegakernelError, match="shared-memory scratch"):  # the dense MLP's 10944 activations
-        _check_graph(build_graph(config, Plan(workers=4, max_positions=128, max_steps=2), layers=[0]), 4,
-                     scratch_bytes=32 * 1024)
+        _check_graph(dense_layer, 4, scratch_bytes=32 * 1024)
     with pytest.raises(MegakernelError, match="compiled for"):
-        _check_graph(build_graph(get_config("tiny"), Plan(workers=4, max_positions=64, max_steps=2)), 4)
+        _check_graph(build_graph(get_config("tiny"), Plan(workers=4, max_positions=64, max_steps=2)), 4, scratch)
 
 
 def test_the_sweep_names_an_unknown_variant_and_the_known_ones(capsys):

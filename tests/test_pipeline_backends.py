@@ -40,7 +40,7 @@ def test_simulator_check_rows_are_the_graph_kinds():
 def test_bench_contender_is_the_decoder_and_puts_the_prefill_token_first():
     model = load_model("tiny")
     prompt = prompt_ids(16, vocab_size=model.config.vocab_size)
-    contender = backends.BenchContender(backends.get({"backend": "sim", "workers": 2}), model)
+    contender = backends.BenchContender(model)
     run = contender.decode(prompt, 3)
     assert run.tokens == hf_decode(model, prompt, 4)[0]  # the simulator agrees with HF on the tiny model
     assert len(run.step_ms) == 3 and all(ms > 0 for ms in run.step_ms) and run.launches == 1

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from fleet_decode.bench.timing import STEADY_FROM_STEP, latency_summary
 from fleet_decode.graph import Plan, build_graph
 from fleet_decode.graph.counts import graph_counts
 from fleet_decode.model import Reference, load_model
@@ -56,10 +57,12 @@ class Generation:
         if not steps:
             return f"{prefill}; no decode steps"
         per_token = sum(steps) / len(steps)
-        p50 = sorted(steps)[len(steps) // 2]
+        p50 = ""
+        if len(steps) > STEADY_FROM_STEP:  # the bench's statistic: P50 over the steady steps
+            p50 = f" (P50 {latency_summary([[s * 1e3 for s in steps]])['p50_ms']:.3f})"
         floor = self.bytes_per_token / (bandwidth_tbs * 1e12)
-        return (f"{prefill}; {len(steps)} decode steps in {self.launches} launch(es): {per_token * 1e3:.3f} ms/token "
-                f"(P50 {p50 * 1e3:.3f}), {1 / per_token:.2f} tokens/s, "
+        return (f"{prefill}; {len(steps)} decode steps in {self.launches} launch(es): {per_token * 1e3:.3f} ms/token"
+                f"{p50}, {1 / per_token:.2f} tokens/s, "
                 f"{self.bytes_per_token / per_token / 1e9:.2f} GB/s, {100 * floor / per_token:.3g} % of the "
                 f"{floor * 1e3:.3g} ms floor ({self.bytes_per_token / 1e9:.4g} GB/token at {bandwidth_tbs} TB/s)")
 
@@ -202,6 +205,12 @@ class Decoder:
             self._engine = Megakernel(self.model, plan=self.plan, graph=self.graph)
         else:
             self._engine = _SimEngine(self.model, self.graph, self.schedule)
+
+    @property
+    def engine(self):
+        """What runs the decode launches, built for the current context: the Megakernel (weights on
+        the device) on a GPU, the simulator's engine on the CPU; None until a context is built."""
+        return self._engine
 
     def _ensure_context(self, positions: int) -> None:
         if self.graph is None or self.graph.constants.max_positions < positions:

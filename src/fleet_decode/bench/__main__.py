@@ -105,7 +105,7 @@ def main(argv=None) -> int:
     if args.json:
         write_json(args.json, result)
     if args.plots:
-        from fleet_decode.bench import plots
+        from fleet_decode.report import plots
 
         args.plots.mkdir(parents=True, exist_ok=True)
         for name, draw in (("latency", plots.latency_png), ("bandwidth", plots.bandwidth_png),

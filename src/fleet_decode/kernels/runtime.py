@@ -125,7 +125,9 @@ def add_order(graph) -> tuple[np.ndarray, int, int, int]:
     return order, len(shared), offset, row
 
 
-def _check_graph(graph, n_sm, scratch_bytes: int = 48 * 1024):
+def _check_graph(graph, n_sm, scratch_bytes: int):
+    """Refuses a graph the compiled runtime cannot run on n_sm SMs with scratch_bytes of shared-memory
+    scratch per worker (the library's fd_megakernel_scratch_bytes())."""
     c = graph.constants
     for name, value in COMPILED_DIMS.items():
         if getattr(c, name) != value:

@@ -108,10 +108,11 @@ def cosine(ours: torch.Tensor, theirs: torch.Tensor) -> float:
     return F.cosine_similarity(ours.float().flatten(), theirs.float().flatten().to(ours.device), dim=0).item()
 
 
-def continued(model, prefilled: Reference, n_prompt: int, max_positions: int | None = None) -> Reference:
+def continued(model, prefilled: Reference, n_prompt: int, max_positions: int | None = None,
+              cache_dtype: torch.dtype | None = None) -> Reference:
     """A Reference on `model` that continues from `prefilled`'s cache rows [0, n_prompt) (upcast or
     copied), as if it had run the prefill itself: one HF prefill serves several decodes."""
-    twin = Reference(model, max_positions=max_positions or prefilled.max_positions)
+    twin = Reference(model, max_positions=max_positions or prefilled.max_positions, cache_dtype=cache_dtype)
     twin.ckv[:, :n_prompt] = prefilled.ckv[:, :n_prompt]
     twin.kpe[:, :n_prompt] = prefilled.kpe[:, :n_prompt]
     twin.pos = n_prompt
@@ -120,11 +121,16 @@ def continued(model, prefilled: Reference, n_prompt: int, max_positions: int | N
 
 def exact_twin(model, prefilled: Reference, n_prompt: int, max_positions: int | None = None) -> Reference:
     """The reference on an fp32 copy of model's weights, continuing from `prefilled`'s (a model-dtype
-    Reference after prefill) cache: exact arithmetic on everything the bf16 decodes share, so their
-    distances to it are their own roundings."""
+    Reference after prefill) cache: exact arithmetic on the same weights and the same stored cache,
+    so a decoder's distance to it is its own arithmetic's roundings.
+
+    The cache rows the twin appends are rounded to the model's dtype (bf16 for a bf16 model), as
+    the decoders under test and HF's cache store them: the cache's storage format is part of the
+    model's decode, not an error of its arithmetic. An fp32 cache instead drifts from every bf16
+    decoder's by a rounding per appended row, beyond a bf16 logit spacing over a long decode."""
     import copy
 
-    return continued(copy.deepcopy(model).float(), prefilled, n_prompt, max_positions)
+    return continued(copy.deepcopy(model).float(), prefilled, n_prompt, max_positions, cache_dtype=model.dtype)
 
 
 @torch.no_grad()
@@ -166,8 +172,8 @@ def against_exact_math(model, result: Comparison) -> dict:
     """How far is each bf16 implementation from exact arithmetic on the same weights and cache?
 
     The exact decode is the reference run on an fp32 copy of the weights (the same values, upcast)
-    with the prefill's cache copied in, so it shares everything with the two bf16 decodes except
-    their roundings. HF eager and the reference are each measured against it, teacher-forced on
+    with the prefill's cache copied in and its own cache rows stored in the model's dtype, so it
+    shares everything with the two bf16 decodes except their arithmetic's roundings. HF eager and the reference are each measured against it, teacher-forced on
     HF's tokens with HF's expert choices. Two valid bf16 implementations can differ by up to the
     sum of their distances to exact: this is the noise floor a gate against HF has to respect."""
     ids = prompt_ids(result.prefill, vocab_size=model.config.vocab_size)
@@ -211,7 +217,7 @@ class ExactDecode:
 
 @torch.no_grad()
 def exact_decode(model, prompt: list[int], n_steps: int, fed: list[int] | None = None) -> ExactDecode:
-    """n_steps of exact arithmetic (exact_twin: fp32 on the model's own weights and prefill cache),
+    """n_steps of exact arithmetic (exact_twin: fp32 on the model's own weights and stored cache),
     greedy on its own tokens, or fed `fed` (step i is fed fed[i - 1]): fed the decoder's tokens, it
     is the exact free-running decoder up to their first split and judges every later step on the
     decoder's own inputs."""

@@ -239,7 +239,10 @@ def hf_decode(model, ids, n_tokens: int, forced_tokens: list[int] | None = None)
 class Reference:
     """Batch-1 decode over HF's weights with a compressed MLA cache of its own."""
 
-    def __init__(self, model: DeepseekV2ForCausalLM, max_positions: int | None = None):
+    def __init__(self, model: DeepseekV2ForCausalLM, max_positions: int | None = None,
+                 cache_dtype: torch.dtype | None = None):
+        """cache_dtype: what the compressed cache stores (default the model's dtype, as HF's cache
+        does); the rows this reference appends are rounded to it."""
         self.model = model
         self.config = config = model.config
         self.weights = model_weights(model)
@@ -247,12 +250,13 @@ class Reference:
         self.eps = config.rms_norm_eps
         self.dtype = self.weights.embed.dtype
         self.device = self.weights.embed.device
+        self.cache_dtype = cache_dtype or self.dtype
         rotary = model.model.rotary_emb
         self.inv_freq, self.attention_scaling = rotary.inv_freq, float(rotary.attention_scaling)
         self.max_positions = max_positions or 4096 + 64
         shape = (config.num_hidden_layers, self.max_positions)
-        self.ckv = torch.zeros(*shape, config.kv_lora_rank, dtype=self.dtype, device=self.device)
-        self.kpe = torch.zeros(*shape, config.qk_rope_head_dim, dtype=self.dtype, device=self.device)
+        self.ckv = torch.zeros(*shape, config.kv_lora_rank, dtype=self.cache_dtype, device=self.device)
+        self.kpe = torch.zeros(*shape, config.qk_rope_head_dim, dtype=self.cache_dtype, device=self.device)
         self.pos = 0
         self.hidden_states: list[torch.Tensor] = []
         self.routes: dict[int, Route] = {}
@@ -307,8 +311,8 @@ class Reference:
         q = linear(h, layer.q_proj).to(dtype).view(heads, -1)
         q_nope, q_pe = q[:, :nope], rope(q[:, nope:], cos, sin)
         kv = linear(h, layer.kv_a_proj).to(dtype)
-        self.ckv[index, pos] = rms_norm(kv[:kv_rank], layer.kv_a_norm, self.eps)
-        self.kpe[index, pos] = rope(kv[kv_rank:], cos, sin)
+        self.ckv[index, pos] = rms_norm(kv[:kv_rank], layer.kv_a_norm, self.eps).to(self.cache_dtype)
+        self.kpe[index, pos] = rope(kv[kv_rank:], cos, sin).to(self.cache_dtype)
         q_lat = torch.einsum("hd,hdc->hc", q_nope.float(), layer.w_uk.float())
         out_lat = mla_attention(q_lat, q_pe, self.ckv[index, : pos + 1], self.kpe[index, : pos + 1], self.scale)
         per_head = torch.einsum("hc,hvc->hv", out_lat, layer.w_uv.float()).to(dtype)

@@ -120,8 +120,8 @@ class BenchContender:
 
     label = "persistent megakernel"
 
-    def __init__(self, backend: DecoderBackend, model):
-        self.backend, self.model, self.decoders = backend, model, {}
+    def __init__(self, model):
+        self.model, self.decoders = model, {}
 
     def decode(self, prompt_ids, n_steps: int) -> BenchRun:
         decoder_api = require("fleet_decode.decoder", "bench")

@@ -1,22 +1,124 @@
-"""The report's figures (matplotlib, rendered to SVG and base64-encoded so report.html stands alone).
-Each takes the evidence docs per host ({host: {"bench/bench.json": doc, ...}}) and returns None when
-no host has the data."""
+"""Every figure of the benchmark and the report (matplotlib, Agg backend), drawn in this one place.
+
+From one run_bench result (docs/bench.md), PNG bytes, as `python -m fleet_decode.bench --plots DIR`
+writes them:
+
+    from fleet_decode.report import plots
+    Path("latency.png").write_bytes(plots.latency_png(result))
+    Path("bandwidth.png").write_bytes(plots.bandwidth_png(result))
+    Path("context.png").write_bytes(plots.context_png(result))
+
+From the evidence docs per host ({host: {"bench/bench.json": doc, ...}}), the report's figures as
+base64 SVG (so report.html stands alone), each None when no host has the data: `figures(docs)`.
+"""
 import base64
 import io
 
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 from matplotlib.ticker import MaxNLocator, NullFormatter  # noqa: E402
 
 
-def _svg(fig) -> str:
+def _encoded(figure, format: str) -> bytes:
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="svg", bbox_inches="tight")
-    plt.close(fig)
-    return base64.b64encode(buffer.getvalue()).decode()
+    figure.savefig(buffer, format=format, dpi=110, bbox_inches="tight")
+    plt.close(figure)
+    return buffer.getvalue()
 
+
+def _svg(figure) -> str:
+    return base64.b64encode(_encoded(figure, "svg")).decode()
+
+
+def measured(result: dict):
+    """(name, label, {length: entry}) of every contender of a run_bench result with at least one
+    measured length."""
+    for name, record in result["contenders"].items():
+        entries = {int(length): e for length, e in record.get("lengths", {}).items() if "p50_ms" in e}
+        if entries:
+            yield name, record.get("label", name), entries
+
+
+# ----------------------------------------------------------------------------- drawn from one bench result
+# Each takes `host` to label its lines "<host> <contender>" where several hosts share the axes.
+
+def _draw_steps(axis, result: dict, length: int, runs: int | None = None, host: str | None = None) -> None:
+    """Milliseconds of each decode step of every run (or the first `runs`) per contender at one prompt
+    length; the runs of one contender share its colour."""
+    for name, label, entries in measured(result):
+        color = None
+        for run, step_ms in enumerate(entries.get(length, {}).get("step_ms", [])[:runs]):
+            line, = axis.plot(range(len(step_ms)), step_ms, marker=".", alpha=0.8, color=color,
+                              label=(f"{host} {name}" if host else label) if run == 0 else None)
+            color = line.get_color()
+
+
+def _draw_context(axis, result: dict, host: str | None = None) -> None:
+    """P50 per token against prompt length per contender (with a bar to P95 where measured), and the
+    floor's own growth."""
+    for name, label, entries in measured(result):
+        lengths = sorted(entries)
+        p50 = [entries[L]["p50_ms"] for L in lengths]
+        p95 = [entries[L].get("p95_ms") for L in lengths]
+        above = None if None in p95 else [[0] * len(lengths), [b - a for a, b in zip(p50, p95)]]
+        axis.errorbar(lengths, p50, yerr=above, marker="o", capsize=3, label=f"{host} {name}" if host else label)
+    lengths = sorted(int(L) for L in result["prompt_lengths"])
+    axis.plot(lengths, [result["lengths"][str(L)]["floor_ms"] for L in lengths], "k--",
+              label=f"{host} floor" if host else "floor")
+
+
+def _context_axes(axis, lengths) -> None:
+    axis.set(xscale="log", yscale="log", xlabel="prompt length (tokens)",
+             ylabel="ms per token (P50, bar to P95; log)", title="Cost against context length")
+    axis.set_xticks(lengths, [str(L) for L in lengths])
+    axis.xaxis.set_minor_formatter(NullFormatter())
+
+
+def latency_png(result: dict, prompt_length: int | None = None) -> bytes:
+    """Milliseconds of every decode step of every run, per contender, at one prompt length
+    (default: the middle one); steps before `steady_from_step` are shaded as warm-up."""
+    lengths = result["prompt_lengths"]
+    length = prompt_length or lengths[len(lengths) // 2]
+    figure, axis = plt.subplots(figsize=(8, 4.5))
+    _draw_steps(axis, result, length)
+    axis.axvspan(-0.5, result["steady_from_step"] - 0.5, color="0.9", label="warm-up steps (not in P50/P95)")
+    axis.axhline(result["lengths"][str(length)]["floor_ms"], color="k", linestyle="--", label="floor (bytes / copy bandwidth)")
+    axis.set(yscale="log", xlabel="decode step", ylabel="ms per token",
+             title=f"Per-token latency after a {length}-token prompt ({result['environment'].get('gpu', result['environment']['device'])})")
+    axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axis.legend(fontsize=8)
+    return _encoded(figure, "png")
+
+
+def bandwidth_png(result: dict) -> bytes:
+    """Achieved bandwidth (minimal bytes per token / P50) of each contender at each prompt length,
+    against the copy bandwidth measured in the same run."""
+    figure, axis = plt.subplots(figsize=(8, 4.5))
+    contenders = list(measured(result))
+    lengths = result["prompt_lengths"]
+    width = 0.8 / max(len(contenders), 1)
+    for i, (name, label, entries) in enumerate(contenders):
+        values = [entries[L]["achieved_tb_s"] if L in entries else 0 for L in lengths]
+        axis.bar([x + i * width for x in range(len(lengths))], values, width, label=label)
+    axis.axhline(result["copy_bandwidth"]["bytes_per_s"] / 1e12, color="k", linestyle="--", label="device copy bandwidth")
+    axis.set_xticks([x + width * (len(contenders) - 1) / 2 for x in range(len(lengths))], [f"prompt {L}" for L in lengths])
+    axis.set(ylabel="TB/s (minimal bytes per token / P50)", title="Achieved bandwidth against the floor")
+    axis.legend(fontsize=8)
+    return _encoded(figure, "png")
+
+
+def context_png(result: dict) -> bytes:
+    """P50 ms per token against prompt length, per contender, with the floor's own growth."""
+    figure, axis = plt.subplots(figsize=(8, 4.5))
+    _draw_context(axis, result)
+    _context_axes(axis, sorted(int(L) for L in result["prompt_lengths"]))
+    axis.legend(fontsize=8)
+    return _encoded(figure, "png")
+
+
+# ----------------------------------------------------------------------------- the report's, over hosts
 
 def _bench_metrics(files) -> dict:
     """A host's bench evidence metrics ({} without one)."""
@@ -30,10 +132,9 @@ def _bench_at_headline(docs):
         metrics = _bench_metrics(files)
         if "bench" not in metrics:
             continue
-        length = str(metrics["prompt_length"])
-        entries = {name: record["lengths"][length] for name, record in metrics["bench"]["contenders"].items()
-                   if "p50_ms" in record.get("lengths", {}).get(length, {})}
-        out[host] = (metrics, entries)
+        length = int(metrics["prompt_length"])
+        out[host] = (metrics, {name: entries[length] for name, _, entries in measured(metrics["bench"])
+                               if length in entries})
     return out
 
 
@@ -42,10 +143,8 @@ def token_latency(docs):
     if not benches:
         return None
     fig, ax = plt.subplots(figsize=(6, 3.2))
-    for host, (metrics, entries) in benches.items():
-        for name, entry in entries.items():
-            first_run = entry["step_ms"][0]
-            ax.plot(range(len(first_run)), first_run, marker="o", label=f"{host} {name}")
+    for host, (metrics, _) in benches.items():
+        _draw_steps(ax, metrics["bench"], int(metrics["prompt_length"]), runs=1, host=host)
     # contenders differ by 10-20x: on a linear axis the fastest ones are a flat line at zero
     ax.set(xlabel="decode step (first run)", ylabel="ms per token (log)", title="Per-token latency", yscale="log")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -111,28 +210,14 @@ def baselines(docs):
 def context_scaling(docs):
     """P50 per token against prompt length for every contender of every host that measured two or
     more lengths, with that host's floor: how each one's cost grows with context."""
-    hosts = []
-    for host, files in docs.items():
-        bench = _bench_metrics(files).get("bench", {})
-        lengths = sorted(int(length) for length in bench.get("prompt_lengths", []))
-        if len(lengths) >= 2:
-            hosts.append((host, bench, lengths))
-    if not hosts:
+    benches = {host: _bench_metrics(files)["bench"] for host, files in docs.items()
+               if len(_bench_metrics(files).get("bench", {}).get("prompt_lengths", [])) >= 2}
+    if not benches:
         return None
     fig, ax = plt.subplots(figsize=(6, 3.2))
-    for host, bench, lengths in hosts:
-        for name, record in bench["contenders"].items():
-            points = [(length, record["lengths"][str(length)]["p50_ms"]) for length in lengths
-                      if "p50_ms" in record.get("lengths", {}).get(str(length), {})]
-            if points:
-                ax.plot(*zip(*points), marker="o", label=f"{host} {name}")
-        ax.plot(lengths, [bench["lengths"][str(length)]["floor_ms"] for length in lengths], "k--",
-                label=f"{host} floor")
-    ticks = sorted({length for _, _, lengths in hosts for length in lengths})
-    ax.set(xscale="log", yscale="log", xlabel="prompt length (tokens)", ylabel="ms per token (P50, log)",
-           title="Cost against context length")
-    ax.set_xticks(ticks, [str(length) for length in ticks])
-    ax.xaxis.set_minor_formatter(NullFormatter())
+    for host, bench in benches.items():
+        _draw_context(ax, bench, host=host)
+    _context_axes(ax, sorted({int(L) for bench in benches.values() for L in bench["prompt_lengths"]}))
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
     return _svg(fig)
 

@@ -12,12 +12,11 @@ from dataclasses import dataclass
 import torch
 from transformers.models.deepseek_v2.modeling_deepseek_v2 import yarn_apply_mscale, yarn_get_mscale
 
+from fleet_decode.graph.format import COMPILED_DIMS, KERNEL_LIMITS
 from fleet_decode.model import get_config
 
-TASK_THREADS = 256        # kTaskThreads in hip/tasks/common.h
 BF16_TOL = 8e-3          # one bf16 ulp at the largest output: its rounding plus one accumulation-order flip
 F32_TOL = 1e-4           # fp32 activations: fp32 accumulation over up to 10944 terms, __expf
-WARP_ROWS = 2             # kGemvRowsPerPass: rows a warp streams at once
 ABSORB_PARTS = 4          # Plan.absorb_parts: (head, column block) units of the graph's q-absorb
 ROUTER_TILE_ROWS = 8      # the task graph's ROUTER tiles at 132 workers (Plan.row_align experts each)
 ROTATE_BYTES = 256 << 20  # weights touched per timed launch sequence: several times the L2 (50-60 MB)
@@ -26,11 +25,11 @@ ROTATE_BYTES = 256 << 20  # weights touched per timed launch sequence: several t
 @dataclass
 class Shapes:
     hidden: int = 2048
-    heads: int = 16
-    kv_lora: int = 512
-    rope: int = 64
-    nope: int = 128
-    v_head: int = 128
+    heads: int = COMPILED_DIMS["n_heads"]  # the MLA widths the kernels are compiled for
+    kv_lora: int = COMPILED_DIMS["kv_rank"]
+    rope: int = COMPILED_DIMS["qk_rope"]
+    nope: int = COMPILED_DIMS["qk_nope"]
+    v_head: int = COMPILED_DIMS["v_head"]
     experts: int = 64
     top_k: int = 6
     moe_inter: int = 1408
@@ -186,7 +185,7 @@ class Grid:
 
     def tile_rows(self, n_rows: int) -> int:
         """Rows per tile: about two tiles per SM, a multiple of the rows one block streams per pass."""
-        per_pass = WARP_ROWS * TASK_THREADS // self.warp_size
+        per_pass = KERNEL_LIMITS["GEMV_ROWS_PER_PASS"] * KERNEL_LIMITS["TASK_THREADS"] // self.warp_size
         return max(per_pass, math.ceil(n_rows / (2 * self.n_sm) / per_pass) * per_pass)
 
 
