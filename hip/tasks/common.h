@@ -248,6 +248,81 @@ __device__ __forceinline__ void fd_gate_up_rows(const Act* xs, const fd_bf16* ga
   }
 }
 
+// The router's choice for one top-k slot, by ONE warp from the n_experts fp32 logits, so that every
+// warp of a routed tile can route itself (no shared memory, no barrier). The same arithmetic as
+// ROUTE_TOPK (router_topk.cu fd_task_route_topk): softmax with the same lanes, reductions and
+// order; rank = the experts ahead (larger probability, or equal and lower index); the slot-th
+// chosen expert in ascending order; weight = probability * routed_scaling. So the same choice,
+// bit for bit, as the ROUTE_TOPK task that writes route_idx/route_w for the down tiles.
+// fd_route_load issues the loads; fd_route_pick uses them (in between, the caller may do other work).
+constexpr int kRouteMaxExperts = 256;
+constexpr int kRoutePerLane = (kRouteMaxExperts + kWarpSize - 1) / kWarpSize;
+
+struct fd_routed {
+  int expert;
+  float weight;
+};
+
+__device__ __forceinline__ void fd_route_load(const float* logits, int n_experts, float (&v)[kRoutePerLane]) {
+#pragma unroll
+  for (int j = 0; j < kRoutePerLane; ++j) {
+    const int e = fd_lane() + j * kWarpSize;
+    v[j] = e < n_experts ? logits[e] : 0.f;
+  }
+}
+
+__device__ __forceinline__ fd_routed fd_route_pick(float (&v)[kRoutePerLane], int n_experts, int top_k,
+                                                   float routed_scaling, int slot) {
+  const int groups = (n_experts + kWarpSize - 1) / kWarpSize;
+  float m = -INFINITY;
+#pragma unroll
+  for (int j = 0; j < kRoutePerLane; ++j)
+    if (fd_lane() + j * kWarpSize < n_experts) m = fmaxf(m, v[j]);
+  m = fd_warp_max(m);
+  float l = 0.f;
+#pragma unroll
+  for (int j = 0; j < kRoutePerLane; ++j)
+    if (fd_lane() + j * kWarpSize < n_experts) {
+      v[j] = expf(v[j] - m);
+      l += v[j];
+    }
+  const float inv_l = 1.f / fd_warp_sum(l);
+#pragma unroll
+  for (int j = 0; j < kRoutePerLane; ++j) v[j] *= inv_l;
+  int ahead[kRoutePerLane] = {};
+#pragma unroll
+  for (int jj = 0; jj < kRoutePerLane; ++jj) {
+    if (jj >= groups) break;
+    for (int s = 0; s < kWarpSize; ++s) {
+      const int o = jj * kWarpSize + s;
+      const float q = fd_shfl(v[jj], s);
+      if (o >= n_experts) break;
+#pragma unroll
+      for (int j = 0; j < kRoutePerLane; ++j) {
+        const int e = fd_lane() + j * kWarpSize;
+        ahead[j] += q > v[j] || (q == v[j] && o < e);
+      }
+    }
+  }
+  fd_routed chosen{0, 0.f};
+  int seen = 0;
+#pragma unroll
+  for (int jj = 0; jj < kRoutePerLane; ++jj) {
+    if (jj >= groups) break;
+    for (int s = 0; s < kWarpSize; ++s) {
+      const int o = jj * kWarpSize + s;
+      const int in_top = fd_shfl(ahead[jj] < top_k ? 1 : 0, s);
+      const float p = fd_shfl(v[jj], s);
+      if (o >= n_experts) break;
+      if (in_top) {
+        if (seen == slot) chosen = {o, p * routed_scaling};
+        ++seen;
+      }
+    }
+  }
+  return chosen;
+}
+
 // W_UV rows [row_begin, row_end) of the 2048-vector attn_out (row r = h*kVHead + d):
 // attn_out[r] = W_UV[h][d] . out_lat[h], W_UV[h] = rows h*256+128 .. h*256+255 of kv_b_proj.weight.
 // lat_s holds out_lat of heads head_first.. (fp32, shared memory). Stored as Act (bf16: HF's
