@@ -356,23 +356,6 @@ __device__ __forceinline__ int fd_shfl_xor(int v, int lane_mask) {
 #endif
 }
 
-// v of lane src_lane, in every lane.
-__device__ __forceinline__ float fd_shfl(float v, int src_lane) {
-#if FD_CUDA
-  return __shfl_sync(0xffffffffu, v, src_lane, kWarpSize);
-#else
-  return __shfl(v, src_lane, kWarpSize);
-#endif
-}
-
-__device__ __forceinline__ int fd_shfl(int v, int src_lane) {
-#if FD_CUDA
-  return __shfl_sync(0xffffffffu, v, src_lane, kWarpSize);
-#else
-  return __shfl(v, src_lane, kWarpSize);
-#endif
-}
-
 // Orders shared-memory accesses among the lanes of one warp.
 __device__ __forceinline__ void fd_sync_warp() {
 #if FD_CUDA

@@ -23,21 +23,6 @@ __device__ void fd_task_expert_gate_up(const Act* x, const fd_bf16* norm_weight,
   fd_gate_up_rows(xs, gate_w + offset, up_w + offset, hidden, row_begin, row_end, act);
 }
 
-// The task graph's EXPERT_GATE_UP: the same, with the expert picked by the tile itself from the
-// router's logits (fd_route_pick), their loads in flight while x is normalised.
-template <class Act>
-__device__ void fd_task_routed_gate_up(const Act* x, const fd_bf16* norm_weight, float eps, const fd_bf16* gate_up,
-                                       const float* logits, int n_experts, int top_k, float routed_scaling, int slot,
-                                       int inter, int hidden, int row_begin, int row_end, Act* act, void* smem) {
-  Act* xs = static_cast<Act*>(smem);
-  float lg[kRoutePerLane];
-  fd_route_load(logits, n_experts, lg);
-  fd_rmsnorm(x, norm_weight, eps, hidden, xs);
-  const fd_routed r = fd_route_pick(lg, n_experts, top_k, routed_scaling, slot);
-  const fd_bf16* gate = gate_up + static_cast<size_t>(r.expert) * 2 * inter * hidden;
-  fd_gate_up_rows(xs, gate, gate + static_cast<size_t>(inter) * hidden, hidden, row_begin, row_end, act);
-}
-
 #ifndef FD_NO_STANDALONE
 // blockIdx.y = slot; each slot's act vector is inter elements long.
 template <class Act>
