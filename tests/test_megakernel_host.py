@@ -83,11 +83,6 @@ def test_graphs_the_runtime_cannot_run_are_refused():
         _check_graph(dense_layer, 4, scratch_bytes=32 * 1024)
     with pytest.raises(MegakernelError, match="compiled for"):
         _check_graph(build_graph(get_config("tiny"), Plan(workers=4, max_positions=64, max_steps=2)), 4, scratch)
-    split_k = build_graph(config, Plan(workers=4, max_positions=128, max_steps=2, moe_tiles="split-k"), layers=[1])
-    route = 3200  # fd_megakernel_route_scratch_bytes(): a routed tile's own top-k
-    _check_graph(split_k, 4, scratch, route)
-    with pytest.raises(MegakernelError, match="top-k do not fit"):  # 2048 activations + 32 act + the top-k
-        _check_graph(split_k, 4, 4 * (2048 + 32) + route - 4, route)
 
 
 def test_the_sweep_names_an_unknown_variant_and_the_known_ones(capsys):

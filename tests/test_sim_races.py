@@ -31,8 +31,7 @@ EDGES = [
     ("L1.route_topk", "L1.router"),
     ("L1.shared_gate_up[0]", "L1.o_proj"),
     ("L1.shared_down[0]", "L1.shared_gate_up"),
-    ("L1.expert_gate_up.1[0]", "L1.router"),
-    ("L1.expert_down.1[0]", "L1.route_topk"),
+    ("L1.expert_gate_up.1[0]", "L1.route_topk"),
     ("L1.expert_down.0[1]", "L1.expert_gate_up.0"),
     ("lm_head[3]", "L2.out"),
     ("argmax", "lm_head"),
@@ -41,7 +40,7 @@ EDGES = [
 # the same for the split-K expert tiling's kinds (Plan.moe_tiles = "split-k")
 SPLIT_K_EDGES = [
     ("L1.shared_slice[0]", "L1.o_proj"),
-    ("L1.expert_slice.1[0]", "L1.router"),
+    ("L1.expert_slice.1[0]", "L1.route_topk"),
     ("L1.sum_slices[1]", "L1.moe_slices"),
     ("L2.q_proj[0]", "L1.out"),
 ]

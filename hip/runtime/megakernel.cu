@@ -216,26 +216,6 @@ __device__ __forceinline__ void fd_resolve_task(const fd_launch_args& a, const i
   }
 }
 
-// A routed gate/up tile's own top-k of the router's logits: the ROUTE_TOPK task's computation (so
-// the same choice, bit for bit), in the last bytes of the scratch, which no routed tile uses
-// otherwise (the host checks). Waiting for one ROUTE_TOPK task would cost a round trip more.
-constexpr int FD_ROUTE_SMEM_BYTES = (3 * kMaxExperts + 2 * kMaxTopK) * 4;
-constexpr int FD_ROUTE_SMEM_AT = FD_SCRATCH_SMEM_BYTES - FD_ROUTE_SMEM_BYTES;
-
-struct fd_route {
-  const int* experts;     // [top_k] in shared memory, ascending
-  const float* weights;   // [top_k]
-};
-
-__device__ __forceinline__ fd_route fd_route_here(const float* logits, const fd_model_constants& c, void* smem) {
-  float* scratch = reinterpret_cast<float*>(static_cast<unsigned char*>(smem) + FD_ROUTE_SMEM_AT);
-  int* experts = reinterpret_cast<int*>(scratch + 3 * kMaxExperts);
-  float* weights = reinterpret_cast<float*>(experts + kMaxTopK);
-  fd_task_route_topk(logits, c.n_experts, c.top_k, c.routed_scaling, nullptr, experts, weights, scratch);
-  __syncthreads();
-  return {experts, weights};
-}
-
 // into: where an adding task adds (its own scratch row, or h_out itself when it is the only adder).
 // staged_slot >= 0: that weight operand is read from the stage, staged_base being where its byte 0
 // would lie (the stage minus the staged range's offset), so the task's own indexing is unchanged.
@@ -341,10 +321,10 @@ __device__ __forceinline__ void fd_run_task(const fd_launch_args& a, const fd_mo
       break;
     case FD_KIND_EXPERT_GATE_UP: {
       const fd_bf16* gate_up = WM(FD_EXPERT_GATE_UP_WT_GATE_UP);
-      const fd_route route = fd_route_here(F(FD_EXPERT_GATE_UP_BUF_LOGITS), c, smem);
       fd_task_expert_gate_up(F(FD_EXPERT_GATE_UP_BUF_X), WM(FD_EXPERT_GATE_UP_WT_NORM), eps, gate_up,
-                             gate_up + static_cast<size_t>(inter) * hidden, 2LL * inter * hidden, route.experts, slot,
-                             hidden, b0, b1, F(FD_EXPERT_GATE_UP_BUF_ACT), smem);
+                             gate_up + static_cast<size_t>(inter) * hidden, 2LL * inter * hidden,
+                             I(FD_EXPERT_GATE_UP_BUF_ROUTE_IDX), slot, hidden, b0, b1, F(FD_EXPERT_GATE_UP_BUF_ACT),
+                             smem);
       break;
     }
     case FD_KIND_EXPERT_DOWN_ACCUM:
@@ -356,13 +336,12 @@ __device__ __forceinline__ void fd_run_task(const fd_launch_args& a, const fd_mo
     case FD_KIND_EXPERT_GATE_UP_DOWN: {
       const bool routed = kind == FD_KIND_EXPERT_GATE_UP_DOWN;
       // routed: the expert the top-k chose (gate_up holds two [inter, hidden] matrices per expert)
-      const fd_route route = routed ? fd_route_here(F(FD_EXPERT_GATE_UP_DOWN_BUF_LOGITS), c, smem) : fd_route{};
-      const size_t expert = routed ? static_cast<size_t>(route.experts[slot]) * inter * hidden : 0;
+      const size_t expert = routed ? static_cast<size_t>(I(FD_EXPERT_GATE_UP_DOWN_BUF_ROUTE_IDX)[slot]) * inter * hidden : 0;
       const fd_bf16* gate = routed ? WM(FD_EXPERT_GATE_UP_DOWN_WT_GATE_UP) + 2 * expert : WM(FD_GATE_UP_DOWN_WT_GATE);
       const fd_bf16* up = routed ? gate + static_cast<size_t>(inter) * hidden : WM(FD_GATE_UP_DOWN_WT_UP);
       const fd_bf16* down_t = (routed ? WM(FD_EXPERT_GATE_UP_DOWN_WT_DOWN_T) + expert : WM(FD_GATE_UP_DOWN_WT_DOWN_T)) +
                               static_cast<size_t>(b0) * hidden;
-      const float weight = routed ? route.weights[slot] : 1.f;
+      const float weight = routed ? F(FD_EXPERT_GATE_UP_DOWN_BUF_ROUTE_W)[slot] : 1.f;
       const int row = v.arg[routed ? FD_EXPERT_GATE_UP_DOWN_ARG_ROW : FD_GATE_UP_DOWN_ARG_ROW];
       float* partial = F(routed ? FD_EXPERT_GATE_UP_DOWN_BUF_PARTIALS : FD_GATE_UP_DOWN_BUF_PARTIALS) +
                        static_cast<size_t>(row) * hidden;
@@ -572,7 +551,6 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
 // with other tables.
 FD_EXPORT int fd_megakernel_threads() { return kRuntimeThreads; }
 FD_EXPORT int fd_megakernel_scratch_bytes() { return FD_SCRATCH_SMEM_BYTES; }
-FD_EXPORT int fd_megakernel_route_scratch_bytes() { return FD_ROUTE_SMEM_BYTES; }
 FD_EXPORT int fd_megakernel_stage_capacity() { return FD_STAGE_SMEM_BYTES; }
 FD_EXPORT int fd_megakernel_error_words() { return FD_ERR_WORDS; }
 FD_EXPORT int fd_megakernel_add_order_words() { return FD_ADD_ORDER_WORDS; }

@@ -156,9 +156,8 @@ def _mlp(b: _Builder, layer, h_attn, ev_o, h_out, ev_out):
     down_name, sh_down_name = p + "mlp.experts.down_proj", p + "mlp.shared_experts.down_proj.weight"
 
     def router():
-        # The router's 512 KB (fp32) cut into expert tiles over several workers. Each routed tile picks
-        # its slot's expert from the logits itself (the top-k of 64 numbers costs less than a round
-        # trip); the one ROUTE_TOPK task writes the choice for the down tiles and the host.
+        # The router's 512 KB (fp32) cut into expert tiles over several workers, then one small task
+        # picks the top k from the logits: one more round trip, but no single worker streams it all.
         b.gemv_tiles(Kind.ROUTER, L + "router", E, E, ev_logits, [(ev_o, 0)], (h_attn, logits), (post_norm, router_w),
                      layer)
         b.task(Kind.ROUTE_TOPK, L + "route_topk", ev_route, [(ev_logits, 0)], (logits, route_idx, route_w), layer=layer)
@@ -173,7 +172,7 @@ def _mlp(b: _Builder, layer, h_attn, ev_o, h_out, ev_out):
         # is contiguous rows: streamed whole, where the band itself would be 64-128 byte pieces.
         down_t = b.weight(transposed(down_name), (E, inter, d))
         sh_down_t = b.weight(transposed(sh_down_name), (shared, d))
-        _split_k_experts(b, layer, h_attn, ev_o, h_out, ev_out, ev_logits, logits, ev_route,
+        _split_k_experts(b, layer, h_attn, ev_o, h_out, ev_out, ev_route, route_idx, route_w,
                          (post_norm, sh_gate, sh_up, sh_down_t), (gate_up, down_t))
         return
 
@@ -197,7 +196,7 @@ def _mlp(b: _Builder, layer, h_attn, ev_o, h_out, ev_out):
     def routed_gate_up(stage_rows, reserved):
         for k in range(K):
             b.gemv_tiles(Kind.EXPERT_GATE_UP, f"{L}expert_gate_up.{k}", inter, stage_rows, ev_gus[k],
-                         [(ev_logits, 0)], (h_attn, logits, acts[k]), (post_norm, gate_up), layer, slot=k,
+                         [(ev_route, 0)], (h_attn, route_idx, acts[k]), (post_norm, gate_up), layer, slot=k,
                          reserved=reserved)
 
     if b.plan.moe_tiles == "routing-free":
@@ -219,11 +218,11 @@ def _mlp(b: _Builder, layer, h_attn, ev_o, h_out, ev_out):
         n_shared_down = len(tiles(d, b.plan.tile_rows(down_stage)))
         routed_gate_up(K * inter, 0 if b.plan.moe_tiles == "shared-first-all" else n_shared_down)
     for k in range(K):
-        b.gemv_tiles(Kind.EXPERT_DOWN_ACCUM, f"{L}expert_down.{k}", d, down_stage, ev_out, [(ev_gus[k], 0), (ev_route, 0)],
+        b.gemv_tiles(Kind.EXPERT_DOWN_ACCUM, f"{L}expert_down.{k}", d, down_stage, ev_out, [(ev_gus[k], 0)],
                      (acts[k], route_idx, route_w, h_out), (down,), layer, slot=k)
 
 
-def _split_k_experts(b: _Builder, layer, h_attn, ev_o, h_out, ev_out, ev_logits, logits, ev_route, shared_weights,
+def _split_k_experts(b: _Builder, layer, h_attn, ev_o, h_out, ev_out, ev_route, route_idx, route_w, shared_weights,
                      routed_weights):
     """Every expert as slices of its intermediate rows, each slice one task from h_attn to a partial
     row of the layer's output: the shared experts' slices over the workers the routing leaves free
@@ -247,13 +246,12 @@ def _split_k_experts(b: _Builder, layer, h_attn, ev_o, h_out, ev_out, ev_logits,
     for k in range(K):
         for i, tile in enumerate(routed_slices):
             row = len(shared_slices) + k * len(routed_slices) + i
-            b.task(Kind.EXPERT_GATE_UP_DOWN, f"{L}expert_slice.{k}[{i}]", ev_parts, [(ev_logits, 0)],
-                   (h_attn, logits, partials), (norm, gate_up, down), (row,), layer=layer, tile=tile, slot=k)
+            b.task(Kind.EXPERT_GATE_UP_DOWN, f"{L}expert_slice.{k}[{i}]", ev_parts, [(ev_route, 0)],
+                   (h_attn, route_idx, route_w, partials), (norm, gate_up, down), (row,), layer=layer, tile=tile,
+                   slot=k)
     for i, tile in enumerate(tiles(d, plan.tile_rows(d))):
-        # ROUTE_TOPK's choice is read by the host only; waiting for it here orders its read of the
-        # logits before the next step's router overwrites them.
-        b.task(Kind.SUM_PARTIALS, f"{L}sum_slices[{i}]", ev_out, [(ev_parts, 0), (ev_route, 0)], (partials, h_out),
-               args=(n_rows,), layer=layer, tile=tile)
+        b.task(Kind.SUM_PARTIALS, f"{L}sum_slices[{i}]", ev_out, [(ev_parts, 0)], (partials, h_out), args=(n_rows,),
+               layer=layer, tile=tile)
 
 
 def build_graph(config, plan: Plan, layers=None) -> Graph:

@@ -8,9 +8,8 @@ import enum
 import struct
 
 MAGIC = 0x46445447  # "FDTG"
-VERSION = 5  # 2: the router cut into expert tiles and a ROUTE_TOPK task; 3: q-absorb by (head, column block);
-# 4: split-K expert tiles (GATE_UP_DOWN, EXPERT_GATE_UP_DOWN) and SUM_PARTIALS; 5: routed gate/up tiles pick
-# their expert from the router's logits themselves
+VERSION = 4  # 2: the router cut into expert tiles and a ROUTE_TOPK task; 3: q-absorb by (head, column block);
+# 4: split-K expert tiles (GATE_UP_DOWN, EXPERT_GATE_UP_DOWN) and SUM_PARTIALS
 MAX_INPUTS = 4  # input events per task record
 MAX_BUFFERS = 6  # buffer operands per task record
 MAX_WEIGHTS = 4  # weight operands per task record
@@ -75,7 +74,7 @@ OPERANDS = {
     Kind.ROUTER: (("x", "logits"), ("norm", "router"), ()),
     Kind.GATE_UP: (("x", "act"), ("norm", "gate", "up"), ()),
     Kind.DOWN_ACCUM: (("act", "h_out"), ("down",), ()),
-    Kind.EXPERT_GATE_UP: (("x", "logits", "act"), ("norm", "gate_up"), ()),
+    Kind.EXPERT_GATE_UP: (("x", "route_idx", "act"), ("norm", "gate_up"), ()),
     Kind.EXPERT_DOWN_ACCUM: (("act", "route_idx", "route_w", "h_out"), ("down",), ()),
     Kind.LM_HEAD: (("x", "logits", "part_max", "part_idx"), ("norm", "lm_head"), ()),
     Kind.ARGMAX: (("part_max", "part_idx", "tokens"), (), ("n_tiles",)),
@@ -84,7 +83,7 @@ OPERANDS = {
     # transposed down matrix, written (times the route weight) as row `row` of `partials`;
     # SUM_PARTIALS adds the rows.
     Kind.GATE_UP_DOWN: (("x", "partials"), ("norm", "gate", "up", "down_t"), ("row",)),
-    Kind.EXPERT_GATE_UP_DOWN: (("x", "logits", "partials"), ("norm", "gate_up", "down_t"), ("row",)),
+    Kind.EXPERT_GATE_UP_DOWN: (("x", "route_idx", "route_w", "partials"), ("norm", "gate_up", "down_t"), ("row",)),
     Kind.SUM_PARTIALS: (("partials", "h_out"), (), ("n_rows",)),
 }
 

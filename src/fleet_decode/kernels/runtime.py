@@ -125,10 +125,9 @@ def add_order(graph) -> tuple[np.ndarray, int, int, int]:
     return order, len(shared), offset, row
 
 
-def _check_graph(graph, n_sm, scratch_bytes: int, route_bytes: int = 0):
+def _check_graph(graph, n_sm, scratch_bytes: int):
     """Refuses a graph the compiled runtime cannot run on n_sm SMs with scratch_bytes of shared-memory
-    scratch per worker (the library's fd_megakernel_scratch_bytes()), of which a routed tile's own
-    top-k takes the last route_bytes (fd_megakernel_route_scratch_bytes())."""
+    scratch per worker (the library's fd_megakernel_scratch_bytes())."""
     c = graph.constants
     for name, value in COMPILED_DIMS.items():
         if getattr(c, name) != value:
@@ -146,11 +145,6 @@ def _check_graph(graph, n_sm, scratch_bytes: int, route_bytes: int = 0):
         if t.kind == Kind.DOWN_ACCUM and graph.buffers[t.buffers[0]].numel * 4 > scratch_bytes:
             raise MegakernelError(f"{t.name}: its {graph.buffers[t.buffers[0]].numel} activations do not fit the "
                                   f"runtime's {scratch_bytes} bytes of shared-memory scratch")
-        if t.kind in (Kind.EXPERT_GATE_UP, Kind.EXPERT_GATE_UP_DOWN):
-            used = 4 * (c.hidden + (t.tile[1] - t.tile[0] if t.kind == Kind.EXPERT_GATE_UP_DOWN else 0))
-            if used + route_bytes > scratch_bytes:
-                raise MegakernelError(f"{t.name}: {used} bytes of activations and {route_bytes} of its top-k do not "
-                                      f"fit the runtime's {scratch_bytes} bytes of shared-memory scratch")
         if t.kind == Kind.SUM_PARTIALS and (t.tile[0] % 4 or t.tile[1] % 4 or c.hidden % 4):
             raise MegakernelError(f"{t.name} sums rows [{t.tile[0]}, {t.tile[1]}); the kernel reads 4 at a time: "
                                   f"both ends must be multiples of 4")
@@ -178,8 +172,7 @@ class Megakernel:
         self.plan = plan or default_plan(config, workers=n_sm)
         self.graph = graph if graph is not None else build_graph(config, self.plan, layers)
         self.lib = self._load(lib)
-        _check_graph(self.graph, n_sm, self.lib.fd_megakernel_scratch_bytes(),
-                     self.lib.fd_megakernel_route_scratch_bytes())
+        _check_graph(self.graph, n_sm, self.lib.fd_megakernel_scratch_bytes())
         if not math.isclose(self.graph.constants.attn_scale, softmax_scale(config), rel_tol=1e-6):
             raise MegakernelError("the graph's softmax scale differs from the model's")
         self.encoded = self.graph.encode()

@@ -107,15 +107,6 @@ class SimCheck:
         chosen = torch.randperm(self.c.n_experts, generator=self.gen)[:self.c.top_k].sort().values
         return chosen, torch.rand(self.c.top_k, generator=self.gen)
 
-    @functools.cached_property
-    def router_logits(self):
-        """(random router logits, the experts HF's greedy softmax top-k picks from them in ascending
-        order, their weights): what a routed tile that routes itself must pick."""
-        logits = self.rand(self.c.n_experts)
-        scores = torch.softmax(logits, -1)
-        chosen = scores.topk(self.c.top_k).indices.sort().values
-        return logits, chosen, scores[chosen] * self.c.routed_scaling
-
 
 @checks_on_simulator(Kind.EMBED)
 def _embed(t):
@@ -259,12 +250,12 @@ def _down_accum(t):
 
 @checks_on_simulator(Kind.EXPERT_GATE_UP)
 def _expert_gate_up(t):
-    logits, chosen, _ = t.router_logits
+    chosen, _ = t.routed
     experts = t.moe.mlp.experts
     k = t.case(Kind.EXPERT_GATE_UP, t.moe_layer + "expert_gate_up.1")
     x = t.rand(t.c.hidden)
     k.put("x", x)
-    k.put("logits", logits)
+    k.put("route_idx", chosen.to(torch.int32))
     k.run()
     r0, r1 = k.task.tile
     gate, up = F.linear(t.moe.post_attention_layernorm(x), experts.gate_up_proj[chosen[1]]).chunk(2, dim=-1)
@@ -304,12 +295,12 @@ def _gate_up_down(t):
 
 @checks_on_simulator(Kind.EXPERT_GATE_UP_DOWN)
 def _expert_gate_up_down(t):
-    logits, chosen, route_w = t.router_logits
+    chosen, route_w = t.routed
     experts = t.moe.mlp.experts
     k = t.split_k_case(Kind.EXPERT_GATE_UP_DOWN, t.moe_layer + "expert_slice.1[1]")
     x = t.rand(t.c.hidden)
-    k.put("x", x)
-    k.put("logits", logits)
+    for name, value in (("x", x), ("route_idx", chosen.to(torch.int32)), ("route_w", route_w)):
+        k.put(name, value)
     k.run()
     r0, r1 = k.task.tile
     e = int(chosen[1])

@@ -173,17 +173,10 @@ def down_accum(ctx):
     ctx.add("h_out", r0, linear(ctx.read("act"), ctx.weight("down")[r0:r1]))
 
 
-def _chosen(ctx):
-    """(expert, weight) of the task's slot: the top-k of the router's logits, as ROUTE_TOPK picks it."""
-    weights, experts, _ = route(ctx.read("logits").float(), ctx.c.top_k, ctx.c.routed_scaling)
-    k = ctx.task.slot
-    return int(experts[k]), weights[k:k + 1].float()
-
-
 @simulates(Kind.EXPERT_GATE_UP)
 def expert_gate_up(ctx):
-    r0, r1, inter = *ctx.task.tile, ctx.c.moe_inter
-    expert = ctx.weight("gate_up")[_chosen(ctx)[0]]
+    r0, r1, k, inter = *ctx.task.tile, ctx.task.slot, ctx.c.moe_inter
+    expert = ctx.weight("gate_up")[int(ctx.read("route_idx", k, k + 1))]
     ctx.write("act", r0, _swiglu(ctx, expert[r0:r1], expert[inter + r0:inter + r1]))
 
 
@@ -209,10 +202,11 @@ def gate_up_down(ctx):
 
 @simulates(Kind.EXPERT_GATE_UP_DOWN)
 def expert_gate_up_down(ctx):
-    r0, r1, inter = *ctx.task.tile, ctx.c.moe_inter
-    e, weight = _chosen(ctx)
+    r0, r1, k, inter = *ctx.task.tile, ctx.task.slot, ctx.c.moe_inter
+    e = int(ctx.read("route_idx", k, k + 1))
     expert = ctx.weight("gate_up")[e]
-    _down_slice(ctx, expert[r0:r1], expert[inter + r0:inter + r1], ctx.weight("down_t")[e, r0:r1], weight)
+    _down_slice(ctx, expert[r0:r1], expert[inter + r0:inter + r1], ctx.weight("down_t")[e, r0:r1],
+                ctx.read("route_w", k, k + 1).float())
 
 
 @simulates(Kind.SUM_PARTIALS)
