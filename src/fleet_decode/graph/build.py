@@ -233,7 +233,8 @@ def _split_k_experts(b: _Builder, layer, h_attn, ev_o, h_out, ev_out, ev_route, 
     L = f"L{layer}."
     routing_tasks = len(tiles(cfg.n_routed_experts, plan.tile_rows(cfg.n_routed_experts))) + 1
     stage = plan.stage_tiles or plan.workers
-    shared_slices = split_k_tiles(shared, max(1, stage - routing_tasks), max_rows=plan.split_k_rows)
+    shared_slices = split_k_tiles(shared, plan.split_k_shared_tiles or max(1, stage - routing_tasks),
+                                  max_rows=plan.split_k_rows if not plan.split_k_shared_tiles else shared)
     routed_slices = split_k_tiles(inter, max(1, stage // K), max_rows=plan.split_k_rows)
     n_rows = len(shared_slices) + K * len(routed_slices)
     partials = b.buffer(L + "moe_partials", n_rows, d)

@@ -37,6 +37,9 @@ class Plan:
     # Most intermediate rows per split-K slice: 32 rows of a 2048-wide transposed down matrix are
     # 128 KB, what the runtime's stage holds (the slice's down rows are copied there while it runs).
     split_k_rows: int = 32
+    # Split-K slices of the shared experts (0: one per worker the routing leaves free). Fewer, longer
+    # slices leave HBM to the router tiles that run beside them.
+    split_k_shared_tiles: int = 0
 
     def __post_init__(self):
         if self.assign not in ASSIGNMENTS:

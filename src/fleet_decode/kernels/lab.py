@@ -151,6 +151,8 @@ def speed_variants(n_prompt: int, n_tokens: int) -> dict[str, Variant]:
         "stage off": Variant(tuning=Tuning(stage=False)),
         "stage 64 KiB": Variant(tuning=Tuning(stage_kib=64)),
         "moe split-k": Variant({"moe_tiles": "split-k"}),
+        "moe split-k shared 44": Variant({"moe_tiles": "split-k", "split_k_shared_tiles": 44}),
+        "moe split-k shared 22": Variant({"moe_tiles": "split-k", "split_k_shared_tiles": 22}),
         "moe shared-first": Variant({"moe_tiles": "shared-first"}),
         "moe shared-first-all": Variant({"moe_tiles": "shared-first-all"}),
         "absorb_parts=2": Variant({"absorb_parts": 2}),
