@@ -356,16 +356,6 @@ __device__ __forceinline__ int fd_shfl_xor(int v, int lane_mask) {
 #endif
 }
 
-// Orders shared-memory accesses among the lanes of one warp.
-__device__ __forceinline__ void fd_sync_warp() {
-#if FD_CUDA
-  __syncwarp();
-#else
-  __builtin_amdgcn_fence(__ATOMIC_SEQ_CST, "wavefront");
-  __builtin_amdgcn_wave_barrier();
-#endif
-}
-
 __device__ __forceinline__ float fd_warp_sum(float v) {
 #pragma unroll
   for (int m = kWarpSize / 2; m > 0; m >>= 1) v += fd_shfl_xor(v, m);

@@ -18,10 +18,9 @@ from fleet_decode.kernels.library import SIGNATURES, TaskKernels, ptr
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 TASK_FILES = sorted((HIP_DIR / "tasks").glob("*.cu"))
-# launchers of two kernels each: wuv_oproj (W_UV tiles, then rmsnorm_gemv), router_tiles (the graph's ROUTER tiles,
-# then its ROUTE_TOPK)
-STANDALONE_KERNELS = {"fd_kernel_" + kind for kind in SIGNATURES if kind not in ("wuv_oproj", "router_tiles")} \
-    | {"fd_kernel_wuv", "fd_kernel_router_logits", "fd_kernel_route_topk"}
+# a launcher of two kernels: router_tiles (the graph's ROUTER tiles, then its ROUTE_TOPK)
+STANDALONE_KERNELS = {"fd_kernel_" + kind for kind in SIGNATURES if kind != "router_tiles"} \
+    | {"fd_kernel_router_logits", "fd_kernel_route_topk"}
 
 
 KNOWN_SPILLS = json.loads((Path(__file__).parent / "known_spills.json").read_text())["targets"]

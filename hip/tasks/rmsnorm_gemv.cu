@@ -1,4 +1,4 @@
-// Task kind: RMSNorm + GEMV tile. Rows [row_begin, row_end) of W (bf16, [rows, n_in]) times
+// Task kinds: RMSNORM_GEMV and O_PROJ_RESIDUAL (the same function). RMSNorm + GEMV tile. Rows [row_begin, row_end) of W (bf16, [rows, n_in]) times
 // RMSNorm(x) (recomputed by every block: 2048 elements cost less than a round trip through
 // memory), fp32 accumulation, stored as Act (bf16: HF's nn.Linear output, rounded; fp32: kept).
 // With residual != nullptr the tile adds it (HF's `residual + hidden_states`); with

@@ -1,12 +1,12 @@
-// Task kind: router + top-k. x_norm = RMSNorm(x) with post_attention_layernorm (stored as Act,
+// Task kinds: ROUTER and ROUTE_TOPK. x_norm = RMSNorm(x) with post_attention_layernorm (stored as Act,
 // as fd_rmsnorm), logits[e] = W_router[e] . x_norm in fp32 (HF keeps the router weight in fp32
 // and casts the input up), softmax in fp32, greedy top-k (the k largest, ties to the lower expert
 // index; HF's torch.topk(sorted=False) picks the same set), written in ascending expert order
 // (the order HF's expert loop adds them in, and the task graph's ROUTER), weights =
 // probability * routed_scaling_factor, no renormalisation (norm_topk_prob is false).
 // The task graph cuts it in two kinds: ROUTER (logits of a tile of experts, fd_task_router_logits)
-// and ROUTE_TOPK (softmax and top-k, fd_task_route_topk); fd_task_router_topk runs both in one
-// block. The expert tiles read idx/weights at run time.
+// and ROUTE_TOPK (softmax and top-k, fd_task_route_topk). The expert tiles read idx/weights at run
+// time.
 #include "common.h"
 
 constexpr int kMaxExperts = 256;
@@ -116,46 +116,7 @@ __device__ void fd_task_route_topk(const float* logits, int n_experts, int top_k
   }
 }
 
-// Both in one block: all logits into shared memory, then the top-k.
-template <class Act>
-__device__ void fd_task_router_topk(const Act* x, const fd_bf16* norm_weight, float eps, const float* w_router,
-                                    int n_experts, int hidden, int top_k, float routed_scaling, float* probs_out,
-                                    int* topk_idx, float* topk_weight, void* smem) {
-  float* prob_s = reinterpret_cast<float*>(static_cast<Act*>(smem) + hidden);
-  fd_task_router_logits(x, norm_weight, eps, w_router, hidden, 0, n_experts, prob_s, smem);
-  __syncthreads();
-  fd_task_route_topk(prob_s, n_experts, top_k, routed_scaling, probs_out, topk_idx, topk_weight, prob_s);
-}
-
 #ifndef FD_NO_STANDALONE
-template <class Act>
-__global__ void fd_kernel_router_topk(const Act* x, const fd_bf16* norm_weight, float eps, const float* w_router,
-                                      int n_experts, int hidden, int top_k, float routed_scaling, float* probs_out,
-                                      int* topk_idx, float* topk_weight) {
-  extern __shared__ __align__(16) unsigned char fd_smem[];
-  fd_task_router_topk(x, norm_weight, eps, w_router, n_experts, hidden, top_k, routed_scaling, probs_out, topk_idx,
-                      topk_weight, fd_smem);
-}
-
-FD_EXPORT int fd_launch_router_topk(const void* x, const void* norm_weight, float eps, const float* w_router,
-                                    int n_experts, int hidden, int top_k, float routed_scaling, float* probs_out,
-                                    int* topk_idx, float* topk_weight, int threads, int f32, void* stream) {
-  if (n_experts > kMaxExperts || top_k > kMaxTopK || top_k > n_experts || hidden % kVecElems ||
-      threads % kWarpSize || threads > kMaxBlockThreads)
-    return -1;
-  const fd_bf16* nw = static_cast<const fd_bf16*>(norm_weight);
-  auto s = static_cast<fd_stream_t>(stream);
-  if (f32)
-    fd_kernel_router_topk<<<1, threads, fd_router_smem_bytes<float>(hidden), s>>>(
-        static_cast<const float*>(x), nw, eps, w_router, n_experts, hidden, top_k, routed_scaling, probs_out,
-        topk_idx, topk_weight);
-  else
-    fd_kernel_router_topk<<<1, threads, fd_router_smem_bytes<fd_bf16>(hidden), s>>>(
-        static_cast<const fd_bf16*>(x), nw, eps, w_router, n_experts, hidden, top_k, routed_scaling, probs_out,
-        topk_idx, topk_weight);
-  return static_cast<int>(fd_get_last_error());
-}
-
 // The task graph's ROUTER tiles (one block per tile of rows_per_tile experts) then its ROUTE_TOPK
 // (one block): two launches per call, as the megakernel runs them as two stages.
 template <class Act>

@@ -24,16 +24,11 @@ SIGNATURES = {
     "embed": [P, P, I, P, I],
     "rmsnorm_gemv": [P, P, F, P, I, I, I, P, P, I],
     "rope_cache": [P, P, P, F, P, P, I, P, P, P, I],
-    "q_absorb": [P, P, I, P, I],
     "rope_q_absorb": [P, P, I, P, P, I, I, P, P, I],
     "attention_chunk": [P, P, P, P, I, I, I, F, P, P, P, I],
-    "attention_merge": [P, P, P, I, P],
     "attention_merge_uv": [P, P, I, P, I, P, I],
-    "wuv_oproj": [P, P, I, P, I, P, P, P, I],
-    "router_topk": [P, P, F, P, I, I, I, F, P, P, P, I, I],
     "router_tiles": [P, P, F, P, I, I, I, I, F, P, P, P, P, I],
     "expert_gate_up": [P, P, F, P, P, L, P, I, I, I, I, P, I],
-    "expert_down": [P, P, P, I, P, I, P, P, I, P, I, I, P, I],
     "down_accum": [P, L, P, P, I, P, I, I, I, P, I],
     "lm_head": [P, P, F, P, I, I, I, P, P, P, I],
     "argmax": [P, P, I, P, P, I],
@@ -111,10 +106,6 @@ class TaskKernels:
                      ptr(cos, torch.float32), ptr(sin, torch.float32), pos, ptr(q_pe_out, q.dtype),
                      ptr(ckv_cache, torch.bfloat16), ptr(kpe_cache, torch.bfloat16), is_f32(q))
 
-    def q_absorb(self, q, kv_b, q_lat, cols_per_tile=128):
-        self._launch("q_absorb", act(q), ptr(kv_b, torch.bfloat16), cols_per_tile, ptr(q_lat, torch.float32),
-                     is_f32(q))
-
     def rope_q_absorb(self, q, w_uk_parts, parts, cos, sin, pos, q_lat, q_pe_out, units_per_tile=1):
         """The task graph's ROPE_Q_ABSORB: w_uk_parts in the graph's layout (fleet_decode.graph.derived)."""
         self._launch("rope_q_absorb", act(q), ptr(w_uk_parts, torch.bfloat16), parts, ptr(cos, torch.float32),
@@ -126,26 +117,10 @@ class TaskKernels:
                      ptr(kpe_cache, torch.bfloat16), n_pos, part_m.shape[0], chunk_len, scale,
                      ptr(part_m, torch.float32), ptr(part_l, torch.float32), ptr(part_o, torch.float32), is_f32(q_pe))
 
-    def attention_merge(self, part_m, part_l, part_o, out_lat):
-        self._launch("attention_merge", ptr(part_m, torch.float32), ptr(part_l, torch.float32),
-                     ptr(part_o, torch.float32), part_m.shape[0], ptr(out_lat, torch.float32))
-
     def attention_merge_uv(self, part_ml, part_o, kv_b, attn_out, heads_per_tile=1):
         """part_ml: [n_chunks, heads, 2] interleaved (m, l), as the task graph's buffer."""
         self._launch("attention_merge_uv", ptr(part_ml, torch.float32), ptr(part_o, torch.float32),
                      part_ml.shape[0], ptr(kv_b, torch.bfloat16), heads_per_tile, act(attn_out), is_f32(attn_out))
-
-    def wuv_oproj(self, out_lat, kv_b, o_proj, residual, attn_out, out, wuv_rows_per_tile=16,
-                  oproj_rows_per_tile=16):
-        self._launch("wuv_oproj", ptr(out_lat, torch.float32), ptr(kv_b, torch.bfloat16), wuv_rows_per_tile,
-                     ptr(o_proj, torch.bfloat16), oproj_rows_per_tile, ptr(residual, attn_out.dtype), act(attn_out),
-                     ptr(out, attn_out.dtype), is_f32(attn_out))
-
-    def router_topk(self, x, norm_weight, eps, w_router, top_k, routed_scaling, probs, topk_idx, topk_weight,
-                    threads=256):
-        self._launch("router_topk", act(x), ptr(norm_weight, torch.bfloat16), eps, ptr(w_router, torch.float32),
-                     w_router.shape[0], w_router.shape[1], top_k, routed_scaling, ptr(probs, torch.float32),
-                     ptr(topk_idx, torch.int32), ptr(topk_weight, torch.float32), threads, is_f32(x))
 
     def router_tiles(self, x, norm_weight, eps, w_router, rows_per_tile, top_k, routed_scaling, logits, probs,
                      topk_idx, topk_weight):
@@ -160,16 +135,6 @@ class TaskKernels:
         self._launch("expert_gate_up", act(x), ptr(norm_weight, torch.bfloat16), eps, gate_w.data_ptr(),
                      up_w.data_ptr(), expert_stride, ptr(expert_idx, torch.int32), act_out.shape[0], x.shape[0],
                      act_out.shape[1], rows_per_tile, ptr(act_out, x.dtype), is_f32(x))
-
-    def expert_down(self, down_w, expert_idx, topk_weight, act_in, shared_down, shared_act, residual, out,
-                    rows_per_tile):
-        n_slots = 0 if act_in is None else act_in.shape[0]
-        inter = 0 if act_in is None else act_in.shape[1]
-        shared_inter = 0 if shared_act is None else shared_act.shape[0]
-        self._launch("expert_down", ptr(down_w, torch.bfloat16), ptr(expert_idx, torch.int32),
-                     ptr(topk_weight, torch.float32), n_slots, ptr(act_in, out.dtype), inter,
-                     ptr(shared_down, torch.bfloat16), ptr(shared_act, out.dtype), shared_inter,
-                     ptr(residual, out.dtype), out.shape[0], rows_per_tile, act(out), is_f32(out))
 
     def down_accum(self, down_w, expert_stride, expert_idx, expert_weight, act_in, h_out, rows_per_tile):
         """h_out[r] += w_slot * down[e_slot][r] . act_in[slot] for every slot (fp32 atomics)."""

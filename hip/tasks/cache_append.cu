@@ -1,7 +1,8 @@
-// Task kind: RoPE + cache append, for the token at position pos:
+// Task kind: CACHE_APPEND (RoPE + cache append), for the token at position pos:
 //  - fd_task_cache_append (the graph's CACHE_APPEND): c_kv = RMSNorm(latent) with kv_a_layernorm
 //    and k_pe rotated, written to row pos of the compressed MLA cache (bf16);
-//  - fd_task_rope_cache (DESIGN's kind): that, plus every head's q_pe rotated into q_pe_out.
+//  - fd_task_rope_cache (the standalone launcher's form, which M1 checks): that, plus every head's
+//    q_pe rotated into q_pe_out.
 // RoPE pairs adjacent elements (2i, 2i+1) as HF's DeepseekV2 apply_rotary_emb does (a complex
 // product in fp32, result stored as the output's type); cos/sin are fp32 tables
 // [max_pos, kRope/2] that already include YaRN's attention scaling (HF multiplies freqs_cis by it).

@@ -1,4 +1,4 @@
-// Task kind: attention merge. Combines n_chunks flash-decoding partials (m, l, unnormalised o)
+// Task kind: ATTN_MERGE_UV (attention merge, then W_UV). Combines n_chunks flash-decoding partials (m, l, unnormalised o)
 // of heads [head_begin, head_end) into out[(h - head_begin) * kLatent + c] =
 // sum_c e^(m_c - M) o_c / sum_c e^(m_c - M) l_c, fp32. Chunks with l = 0 (no valid position)
 // contribute nothing. m/l of chunk c, head h are at part_m/part_l[(c * kHeads + h) * ml_stride]
@@ -77,21 +77,6 @@ __device__ void fd_task_attention_merge_uv(const float* part_m, const float* par
 }
 
 #ifndef FD_NO_STANDALONE
-__global__ void fd_kernel_attention_merge(const float* part_m, const float* part_l, const float* part_o, int n_chunks,
-                                          float* out_lat) {
-  extern __shared__ __align__(16) unsigned char fd_smem[];
-  fd_task_attention_merge(part_m, part_l, 1, part_o, n_chunks, blockIdx.x, blockIdx.x + 1,
-                          out_lat + blockIdx.x * kLatent, fd_smem);
-}
-
-FD_EXPORT int fd_launch_attention_merge(const float* part_m, const float* part_l, const float* part_o, int n_chunks,
-                                        float* out_lat, void* stream) {
-  if (n_chunks <= 0 || n_chunks > kMaxChunks) return -1;
-  fd_kernel_attention_merge<<<kHeads, kTaskThreads, fd_attention_merge_smem_bytes(0),
-                              static_cast<fd_stream_t>(stream)>>>(part_m, part_l, part_o, n_chunks, out_lat);
-  return static_cast<int>(fd_get_last_error());
-}
-
 // The graph's ATTN_MERGE_UV with interleaved (m, l) pairs, one block per group of heads_per_tile.
 template <class Act>
 __global__ void fd_kernel_attention_merge_uv(const float* part_ml, const float* part_o, int n_chunks,

@@ -1,5 +1,4 @@
-// Task kind: q absorption. q_lat[h] = W_UK[h]^T q_nope[h] for heads [head_begin, head_end) and
-// latent columns [col_begin, col_end): W_UK[h] is rows h*256 .. h*256+127 of kv_b_proj.weight
+// Task kind: ROPE_Q_ABSORB (q absorption). q_lat[h] = W_UK[h]^T q_nope[h] over latent column blocks: W_UK[h] is rows h*256 .. h*256+127 of kv_b_proj.weight
 // ([kHeads*256, kLatent] bf16), so the product runs down the rows. fp32 accumulation and fp32
 // output (the absorbed form has no HF counterpart to round like; keeping q_lat in fp32 costs
 // 32 KB per layer and removes one rounding from the scores).
@@ -43,14 +42,6 @@ __device__ void fd_absorb_block(const Act* q_nope, const fd_bf16* w, int row_str
   __syncthreads();
 }
 
-template <class Act>
-__device__ void fd_task_q_absorb(const Act* q, const fd_bf16* kv_b, int head_begin, int head_end, int col_begin,
-                                 int col_end, float* q_lat, void* smem) {
-  for (int h = head_begin; h < head_end; ++h)
-    fd_absorb_block(q + h * kQHead, kv_b + static_cast<size_t>(h) * kKvbHead * kLatent + col_begin, kLatent,
-                    col_end - col_begin, q_lat + h * kLatent + col_begin, smem);
-}
-
 // The graph's ROPE_Q_ABSORB: units [unit_begin, unit_end) of (head, column block), u = h * parts + p,
 // from w_uk_parts (fleet_decode.graph.derived: [kHeads * parts * kNope, kLatent / parts], block u's
 // kNope rows contiguous, so a unit streams one 32 KB range at parts = 4). The unit with p = 0 also
@@ -69,32 +60,6 @@ __device__ void fd_task_rope_q_absorb(const Act* q, const fd_bf16* w_uk_parts, i
 }
 
 #ifndef FD_NO_STANDALONE
-// One block per (head, column chunk).
-template <class Act>
-__global__ void fd_kernel_q_absorb(const Act* q, const fd_bf16* kv_b, int cols_per_tile, float* q_lat) {
-  extern __shared__ __align__(16) unsigned char fd_smem[];
-  const int chunks = kLatent / cols_per_tile;
-  const int h = blockIdx.x / chunks, c0 = (blockIdx.x % chunks) * cols_per_tile;
-  fd_task_q_absorb(q, kv_b, h, h + 1, c0, c0 + cols_per_tile, q_lat, fd_smem);
-}
-
-FD_EXPORT int fd_launch_q_absorb(const void* q, const void* kv_b, int cols_per_tile, float* q_lat, int f32,
-                                 void* stream) {
-  if (cols_per_tile <= 0 || kLatent % cols_per_tile || cols_per_tile % kVecElems ||
-      cols_per_tile / kVecElems > kTaskThreads)
-    return -1;
-  const int blocks = kHeads * (kLatent / cols_per_tile);
-  const fd_bf16* w = static_cast<const fd_bf16*>(kv_b);
-  auto s = static_cast<fd_stream_t>(stream);
-  if (f32)
-    fd_kernel_q_absorb<<<blocks, kTaskThreads, fd_q_absorb_smem_bytes(kTaskThreads), s>>>(
-        static_cast<const float*>(q), w, cols_per_tile, q_lat);
-  else
-    fd_kernel_q_absorb<<<blocks, kTaskThreads, fd_q_absorb_smem_bytes(kTaskThreads), s>>>(
-        static_cast<const fd_bf16*>(q), w, cols_per_tile, q_lat);
-  return static_cast<int>(fd_get_last_error());
-}
-
 // The graph's ROPE_Q_ABSORB, one block per tile of units_per_tile (head, column block) units.
 template <class Act>
 __global__ void fd_kernel_rope_q_absorb(const Act* q, const fd_bf16* w_uk_parts, int parts, const float* cos_table,
