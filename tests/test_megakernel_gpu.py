@@ -62,11 +62,16 @@ def prompt(model):
     return prompt_ids(N_PROMPT, vocab_size=model.config.vocab_size)
 
 
+def plan_for(model, moe_tiles):
+    """One worker per SM of this GPU, the experts cut as moe_tiles (Plan.moe_tiles)."""
+    n_sm = torch.cuda.get_device_properties(0).multi_processor_count
+    return default_plan(model.config, workers=n_sm, moe_tiles=moe_tiles)
+
+
 @pytest.fixture(scope="module", params=["routing-free", "split-k"])
 def megakernel(model, request):
-    """The whole model under each expert tiling the runtime offers (Plan.moe_tiles)."""
-    n_sm = torch.cuda.get_device_properties(0).multi_processor_count
-    return Megakernel(model, plan=default_plan(model.config, workers=n_sm, moe_tiles=request.param))
+    """The whole model under each expert tiling the runtime offers."""
+    return Megakernel(model, plan=plan_for(model, request.param))
 
 
 def forced(routes):
@@ -83,9 +88,7 @@ def assert_routes_differ_only_at_near_ties(ours: dict, reference_routes: dict):
 @pytest.mark.parametrize("layer,moe_tiles", [(0, "routing-free"), (1, "routing-free"), (26, "routing-free"),
                                               (1, "split-k"), (26, "split-k")])
 def test_one_layer_matches_the_reference(model, prompt, layer, moe_tiles):
-    n_sm = torch.cuda.get_device_properties(0).multi_processor_count
-    plan = default_plan(model.config, workers=n_sm, moe_tiles=moe_tiles)
-    ours, ref = Megakernel(model, plan=plan, layers=[layer]).run_layer(prompt)
+    ours, ref = Megakernel(model, plan=plan_for(model, moe_tiles), layers=[layer]).run_layer(prompt)
     assert torch.isfinite(ours).all()
     assert rel(ours, ref) < LAYER_REL_TOL, rel(ours, ref)
 
