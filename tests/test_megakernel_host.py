@@ -94,6 +94,12 @@ def test_the_sweep_names_an_unknown_variant_and_the_known_ones(capsys):
     assert all(name in error for name in lab.speed_variants(1024, 32))
 
 
+def test_the_sweep_refuses_a_library_without_a_path(capsys):
+    with pytest.raises(SystemExit) as stop:  # before any model is loaded
+        lab.main(["--sweep", "--variants", "stage off", "--library", "lookahead"])
+    assert stop.value.code == 2 and "NAME=PATH" in capsys.readouterr().err
+
+
 _CTYPES = {"const int*": ctypes.c_void_p, "void* const*": ctypes.c_void_p, "const void* const*": ctypes.c_void_p,
            "int*": ctypes.c_void_p, "float*": ctypes.c_void_p, "unsigned long long*": ctypes.c_void_p,
            "const long long*": ctypes.c_void_p, "const float*": ctypes.c_void_p, "double": ctypes.c_double,

@@ -53,3 +53,19 @@ def test_summary_stages_follow_the_dependency_chain():
     topk = s["kinds"]["ROUTE_TOPK"]
     assert topk["tasks_per_step"] == 2 and topk["run_us_mean"] == pytest.approx(5.0)
     assert 0 < s["busy_share_of_workers"] < 1
+
+
+def test_one_trace_file_per_named_library():
+    from fleet_decode.kernels.trace import _named
+
+    assert _named("t.json", "") == "t.json"
+    assert _named("out/t.json", "lookahead") == "out/t-lookahead.json"
+    assert _named("trace", "a") == "trace-a"
+
+
+def test_a_library_without_a_path_is_refused(capsys):
+    from fleet_decode.kernels import trace
+
+    with pytest.raises(SystemExit):
+        trace.main(["--library", "only-a-name"])
+    assert "NAME=PATH" in capsys.readouterr().err

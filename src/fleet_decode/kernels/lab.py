@@ -4,6 +4,7 @@ notes (docs/megakernel.md) and speed variants timed side by side.
     python -m fleet_decode.kernels.lab --tokens 32 --out mk.json          # checks + timings
     python -m fleet_decode.kernels.lab --sweep --out sweep.json           # speed variants side by side
     python -m fleet_decode.kernels.lab --sweep --variants "stage off"     # default and the named ones
+    python -m fleet_decode.kernels.lab --sweep --library new=B.so         # and each of them with B.so too
 """
 
 import argparse
@@ -17,6 +18,7 @@ import torch
 
 from fleet_decode.bench.timing import latency_summary
 from fleet_decode.graph import build_graph, decode_plan, default_plan
+from fleet_decode.kernels import library
 from fleet_decode.kernels.runtime import Megakernel, Tuning, WatchdogTimeout
 from fleet_decode.model.compare import cosine, exact_twin, relative_error
 from fleet_decode.model.reference import Reference
@@ -141,6 +143,7 @@ def measure(source: str, n_prompt: int, n_tokens: int) -> dict:
 class Variant:
     plan: dict = field(default_factory=dict)  # default_plan overrides (a new graph)
     tuning: Tuning = Tuning()  # launch arguments (same graph)
+    library: str | None = None  # another build of the kernels (None: this GPU's build dir)
 
 
 def speed_variants(n_prompt: int, n_tokens: int) -> dict[str, Variant]:
@@ -180,10 +183,11 @@ def sweep(source: str, n_prompt: int, n_tokens: int, variants: dict | None = Non
     for name, variant in variants.items():
         started = time.perf_counter()
         try:
-            key = tuple(sorted(variant.plan.items()))
+            key = (tuple(sorted(variant.plan.items())), variant.library)
             if key not in graphs:
                 plan = replace(decode_plan(model.config, n_prompt + n_tokens + 1, n_sm), **variant.plan)
-                graphs[key] = Megakernel(model, plan=plan)
+                lib = library.load(variant.library) if variant.library else None
+                graphs[key] = Megakernel(model, plan=plan, lib=lib)
                 graphs[key].prefill(prompt)
             mk = graphs[key]
             mk.tuning = variant.tuning
@@ -204,6 +208,7 @@ def sweep(source: str, n_prompt: int, n_tokens: int, variants: dict | None = Non
             "same_tokens_every_launch": all(r.tokens == first.tokens for r in results),
             "max_abs_logit_diff_vs_default": max(float((a - b).abs().max()) for a, b in zip(first.logits, baseline.logits)),
             "tasks": len(mk.graph.tasks), "plan": variant.plan, "tuning": asdict(variant.tuning),
+            "library": variant.library,
             "seconds": time.perf_counter() - started,
         }
     return {"source": source, "prompt": n_prompt, "tokens": n_tokens, "launches": launches, "sm": n_sm,
@@ -234,6 +239,9 @@ def main(argv=None) -> int:
     parser.add_argument("--sweep", action="store_true",
                         help="only time the speed variants (speed_variants) side by side, sorted by P50")
     parser.add_argument("--variants", help="with --sweep: only these variants, comma-separated (default always runs)")
+    parser.add_argument("--library", action="append", metavar="NAME=PATH",
+                        help="with --sweep: also time each variant with this build of the kernels, as "
+                             "'VARIANT@NAME', in the same process (repeatable)")
     args = parser.parse_args(argv)
     if args.sweep:
         variants = speed_variants(args.prompt, args.tokens)
@@ -244,6 +252,12 @@ def main(argv=None) -> int:
             if unknown:
                 parser.error(f"unknown variants {unknown}; known: {', '.join(variants)}")
             variants = {name: variants[name] for name in wanted}
+        for spec in args.library or []:
+            lib_name, sep, path = spec.partition("=")
+            if not sep or not lib_name or not path:
+                parser.error(f"--library wants NAME=PATH, got {spec!r}")
+            variants.update({f"{name}@{lib_name}": replace(v, library=path) for name, v in list(variants.items())
+                             if v.library is None})
         result = sweep(args.model, args.prompt, args.tokens, variants)
         if args.out:
             with open(args.out, "w") as f:

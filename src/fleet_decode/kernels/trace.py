@@ -3,6 +3,7 @@ reached, ready and done; hip/runtime/megakernel.cu `trace`), summarised per task
 stage of a layer.
 
     PYTHONPATH=src python3 -m fleet_decode.kernels.trace --out trace.json     # on a GPU host
+    python3 -m fleet_decode.kernels.trace --library a=A.so --library b=B.so --out t.json  # t-a.json, t-b.json
 
 Per stage the summary gives, averaged over the MoE layers and the steady steps: when the stage's
 first task could start (inputs ready) and when its last task signalled, both relative to the
@@ -115,10 +116,23 @@ def print_summary(s: dict):
         print(f"{name:28s} {r['first_ready_us']:14.2f} {r['fired_us']:9.2f}")
 
 
+def _libraries(parser, specs):
+    """--library NAME=PATH (repeatable) -> {name: path}; none given: {"": None} (this GPU's build)."""
+    out = {}
+    for spec in specs or []:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            parser.error(f"--library wants NAME=PATH, got {spec!r}")
+        out[name] = path
+    return out or {"": None}
+
+
 def main(argv=None) -> int:
     import torch
 
+    from fleet_decode.bench.timing import latency_summary
     from fleet_decode.graph import decode_plan
+    from fleet_decode.kernels import library
     from fleet_decode.kernels.runtime import Megakernel, Tuning
     from fleet_decode.model import load_model, prompt_ids
 
@@ -128,35 +142,50 @@ def main(argv=None) -> int:
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--no-stage", action="store_true", help="read every weight from global memory (Tuning.stage)")
     parser.add_argument("--moe-tiles", choices=MOE_TILINGS, help="how the expert tiles are cut (Plan.moe_tiles)")
+    parser.add_argument("--library", action="append", metavar="NAME=PATH",
+                        help="trace with this build of the kernels (repeatable: one model load, one trace per "
+                             "library, written to OUT with -NAME before its suffix)")
     parser.add_argument("--out", help="write the summary as JSON here")
     parser.add_argument("--raw", help="write the raw trace (numpy .npz) here")
     args = parser.parse_args(argv)
+    libraries = _libraries(parser, args.library)
     model = load_model(args.model, dtype=torch.bfloat16, device="cuda")
     prompt = prompt_ids(args.prompt, vocab_size=model.config.vocab_size)
     n_sm = torch.cuda.get_device_properties(0).multi_processor_count
     overrides = {"moe_tiles": args.moe_tiles} if args.moe_tiles else {}
-    mk = Megakernel(model, plan=decode_plan(model.config, args.prompt + args.tokens + 1, n_sm, **overrides),
-                    tuning=Tuning(stage=not args.no_stage))
-    mk.prefill(prompt)
-    plain = mk.generate(args.prompt, args.tokens)
-    trace = torch.zeros(args.tokens, len(mk.graph.tasks), TRACE_WORDS, dtype=torch.int64, device="cuda")
-    traced = mk.generate(args.prompt, args.tokens, trace=trace)
-    raw = trace.cpu().numpy()
-    summary = summarise(mk.graph, times_ns(raw, mk.lib.fd_megakernel_ticks_per_second()), range(2, args.tokens),
-                        resident=raw[..., RESIDENT])
-    from fleet_decode.bench.timing import latency_summary
-
-    untraced = latency_summary([[s * 1e3 for s in plain.step_seconds]])
-    summary.update(untraced_p50_us=untraced["p50_ms"] * 1e3, same_tokens_traced=traced.tokens == plain.tokens,
-                   plan=str(mk.plan), tuning=str(mk.tuning))
-    print(f"untraced P50 {summary['untraced_p50_us']:.1f} us; traced tokens equal: {summary['same_tokens_traced']}")
-    print_summary(summary)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(json.dumps(summary, indent=1) + "\n")
-    if args.raw:
-        np.savez_compressed(args.raw, raw=raw[:4])
+    for name, path in libraries.items():
+        mk = Megakernel(model, plan=decode_plan(model.config, args.prompt + args.tokens + 1, n_sm, **overrides),
+                        lib=library.load(path) if path else None, tuning=Tuning(stage=not args.no_stage))
+        mk.prefill(prompt)
+        plain = mk.generate(args.prompt, args.tokens)
+        trace = torch.zeros(args.tokens, len(mk.graph.tasks), TRACE_WORDS, dtype=torch.int64, device="cuda")
+        traced = mk.generate(args.prompt, args.tokens, trace=trace)
+        raw = trace.cpu().numpy()
+        summary = summarise(mk.graph, times_ns(raw, mk.lib.fd_megakernel_ticks_per_second()), range(2, args.tokens),
+                            resident=raw[..., RESIDENT])
+        untraced = latency_summary([[s * 1e3 for s in plain.step_seconds]])
+        summary.update(untraced_p50_us=untraced["p50_ms"] * 1e3, same_tokens_traced=traced.tokens == plain.tokens,
+                       plan=str(mk.plan), tuning=str(mk.tuning), library=path, tokens=plain.tokens)
+        if name:
+            print(f"== library {name}: {path}")
+        print(f"untraced P50 {summary['untraced_p50_us']:.1f} us; traced tokens equal: {summary['same_tokens_traced']}")
+        print_summary(summary)
+        if args.out:
+            with open(_named(args.out, name), "w") as f:
+                f.write(json.dumps(summary, indent=1) + "\n")
+        if args.raw:
+            np.savez_compressed(_named(args.raw, name), raw=raw[:4])
+        del mk, trace
+        torch.cuda.empty_cache()
     return 0
+
+
+def _named(path: str, name: str) -> str:
+    """out.json -> out-NAME.json (unchanged without a name)."""
+    if not name:
+        return path
+    stem, dot, suffix = path.rpartition(".")
+    return f"{stem}-{name}.{suffix}" if dot else f"{path}-{name}"
 
 
 if __name__ == "__main__":
