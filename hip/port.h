@@ -135,6 +135,16 @@ __device__ __forceinline__ fd_vec16 fd_load_stream16(const void* p) {
 // On sm_90 the tile arrives by bulk copies (TMA) that complete on an mbarrier, issued by one thread
 // while the block still waits for the task's inputs; fd_has_bulk_stage() says whether that exists.
 // Elsewhere the block copies the tile with plain loads (fd_stage_copy) before the wait.
+// A hint that p's line will be read soon by this SM: it costs no register and nothing waits for it
+// (NVIDIA: into L1; elsewhere nothing).
+__device__ __forceinline__ void fd_prefetch_l1(const void* p) {
+#if FD_CUDA && defined(__CUDA_ARCH__)
+  asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+#else
+  (void)p;
+#endif
+}
+
 __device__ __forceinline__ fd_vec16 fd_load_shared16(const void* p) {
 #if FD_CUDA && defined(__CUDA_ARCH__)
   fd_vec16 v;

@@ -192,10 +192,13 @@ struct fd_model_constants {
   float eps, attn_scale, routed_scaling;
 };
 
-// Threads 0 .. FD_MAX_BUFFERS + FD_MAX_WEIGHTS of the block resolve one entry each.
+// FD_MAX_BUFFERS + FD_MAX_WEIGHTS + 1 threads at the block's end (but its last, which issues the
+// stage's bulk copy) resolve one entry each: not thread 0, which meanwhile starts waiting (each
+// entry is two dependent loads, round trips it would otherwise spend before its first look at the
+// counters).
 __device__ __forceinline__ void fd_resolve_task(const fd_launch_args& a, const int* h, const int* rec,
                                                 fd_task_view& v) {
-  const int i = threadIdx.x;
+  const int i = static_cast<int>(blockDim.x) - 2 - static_cast<int>(threadIdx.x);
   if (i < FD_MAX_BUFFERS) {
     const int b = rec[FD_T_BUF0 + i];
     v.buf[i] = b >= 0 ? a.buffers[b] : nullptr;
@@ -402,11 +405,19 @@ __device__ void fd_after_token(const fd_launch_args& a, int step, int token) {
 // The last adder of a row range: h_out[r] = ((h_out[r] + row_0[r]) + row_1[r]) + ... in graph order
 // (the same additions whichever adder arrives last), zeroing the rows for the next step.
 __device__ void fd_sum_partials(float* rows, int n, int row_length, int r0, int r1, float* h_out) {
+  constexpr int kBatch = 8;  // rows' loads in flight at once (a run-time count would wait for each)
   for (int r = r0 + threadIdx.x; r < r1; r += blockDim.x) {
     float v = h_out[r];
-    for (int k = 0; k < n; ++k) {
-      v += rows[static_cast<size_t>(k) * row_length + r];
-      rows[static_cast<size_t>(k) * row_length + r] = 0.f;
+    for (int k0 = 0; k0 < n; k0 += kBatch) {
+      float part[kBatch];
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) part[k] = k0 + k < n ? rows[static_cast<size_t>(k0 + k) * row_length + r] : 0.f;
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k)
+        if (k0 + k < n) {
+          v += part[k];
+          rows[static_cast<size_t>(k0 + k) * row_length + r] = 0.f;
+        }
     }
     h_out[r] = v;
   }
@@ -466,7 +477,6 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
       const int* order = a.add_order + t * FD_ADD_ORDER_WORDS;
       const int kind = rec[FD_T_KIND], out_event = rec[FD_T_OUT_EVENT];
       const int add_group = order[0];
-      fd_resolve_task(a, h, rec, view);  // published to the block by the barrier after the wait
       unsigned long long* tr =
           a.trace != nullptr && threadIdx.x == 0
               ? a.trace + (static_cast<size_t>(step) * h[FD_H_N_TASKS] + t) * FD_TRACE_WORDS
@@ -474,17 +484,18 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
       fd_trace_mark(tr, FD_TR_REACHED);
       // Weights do not depend on activations: the task's tile starts its way into the stage now,
       // and lands while the worker waits for the inputs.
+      // The last thread issues the bulk copy, so that thread 0 goes straight to its wait.
       const long long* st = a.stage + static_cast<size_t>(t) * FD_STAGE_WORDS;
       const int staged_slot =
           kStaging && a.stage_bytes > 0 && st[0] >= 0 && st[2] <= a.stage_bytes ? static_cast<int>(st[0]) : -1;
-      if (staged_slot >= 0) {
-        const char* src = static_cast<const char*>(a.weights[staged_slot]) + st[1];
-        if (bulk_stage) {
-          if (threadIdx.x == 0) fd_stage_issue(&stage_barrier, stage, src, static_cast<uint32_t>(st[2]));
-        } else {
-          fd_stage_copy(stage, src, static_cast<uint32_t>(st[2]));
-        }
+      if (bulk_stage) {
+        if (threadIdx.x == blockDim.x - 1 && staged_slot >= 0)
+          fd_stage_issue(&stage_barrier, stage, static_cast<const char*>(a.weights[staged_slot]) + st[1],
+                         static_cast<uint32_t>(st[2]));
+      } else if (staged_slot >= 0) {
+        fd_stage_copy(stage, static_cast<const char*>(a.weights[staged_slot]) + st[1], static_cast<uint32_t>(st[2]));
       }
+      fd_resolve_task(a, h, rec, view);  // published to the block by the barrier after the wait
       if (threadIdx.x == 0) {
         bool ok = true;
         for (int j = 0; ok && j < rec[FD_T_N_INPUTS]; ++j) {

@@ -26,11 +26,8 @@ __device__ void fd_task_attention_chunk(const float* q_lat, const Act* q_pe, con
   const int t1 = min(t_end, n_pos);
   const int len = max(0, t1 - t_begin);
   // q (36 KB, just written by other workers: an L2 round trip) with all of a thread's loads in flight.
-#pragma unroll 8
-  for (int i = threadIdx.x; i < kHeads * kLatent / 4; i += blockDim.x)
-    reinterpret_cast<float4*>(q_lat_s)[i] = reinterpret_cast<const float4*>(q_lat)[i];
-#pragma unroll 4
-  for (int i = threadIdx.x; i < kHeads * kRope; i += blockDim.x) q_pe_s[i] = fd_to_float(q_pe[i]);
+  fd_block_copy<4>(reinterpret_cast<float4*>(q_lat_s), reinterpret_cast<const float4*>(q_lat), kHeads * kLatent / 4);
+  fd_block_to_float<4>(q_pe_s, q_pe, kHeads * kRope);
   __syncthreads();
 
   // Scores: a warp takes kScorePositions positions at a time; lanes split each position's 576
@@ -111,15 +108,25 @@ __device__ void fd_task_attention_chunk(const float* q_lat, const Act* q_pe, con
   const int cv = threadIdx.x % kLatVec, group = threadIdx.x / kLatVec, groups = blockDim.x / kLatVec;
   for (int h0 = group * kHeadsPerPass; group < groups && h0 < kHeads; h0 += groups * kHeadsPerPass) {
     float acc[kHeadsPerPass][8] = {};
-#pragma unroll 8
-    for (int t = 0; t < len; ++t) {
-      float kv[8];
-      fd_unpack8(fd_load16(ckv_cache + static_cast<size_t>(t_begin + t) * kLatent + cv * kVecElems), kv);
+    constexpr int kRowBatch = 4;  // rows in flight (a run-time trip count would wait for each)
+    for (int t0 = 0; t0 < len; t0 += kRowBatch) {
+      fd_vec16 rows[kRowBatch];
 #pragma unroll
-      for (int k = 0; k < kHeadsPerPass; ++k) {
-        const float p = prob_s[(h0 + k) * kMaxChunk + t];
+      for (int b = 0; b < kRowBatch; ++b)
+        rows[b] = t0 + b < len ? fd_load16(ckv_cache + static_cast<size_t>(t_begin + t0 + b) * kLatent + cv * kVecElems)
+                               : fd_vec16{0, 0, 0, 0};
 #pragma unroll
-        for (int j = 0; j < 8; ++j) acc[k][j] = fmaf(p, kv[j], acc[k][j]);
+      for (int b = 0; b < kRowBatch; ++b) {
+        if (t0 + b < len) {
+          float kv[8];
+          fd_unpack8(rows[b], kv);
+#pragma unroll
+          for (int k = 0; k < kHeadsPerPass; ++k) {
+            const float p = prob_s[(h0 + k) * kMaxChunk + t0 + b];
+#pragma unroll
+            for (int j = 0; j < 8; ++j) acc[k][j] = fmaf(p, kv[j], acc[k][j]);
+          }
+        }
       }
     }
 #pragma unroll

@@ -8,7 +8,7 @@
 // slices are summed through shared memory.
 #include "common.h"
 
-__host__ __device__ constexpr int fd_q_absorb_smem_bytes(int threads) { return threads * kVecElems * 4; }
+__host__ __device__ constexpr int fd_q_absorb_smem_bytes(int threads) { return (threads * kVecElems + kNope) * 4; }
 
 // One column block of one head: out[c] = sum_d q_nope[d] * w[d * row_stride + c] for c < n_cols,
 // w pointing at the block's first column of row 0 (kNope rows).
@@ -16,6 +16,11 @@ template <class Act, class WL = fd_global_weights>
 __device__ void fd_absorb_block(const Act* q_nope, const fd_bf16* w, int row_stride, int n_cols, float* out,
                                 void* smem) {
   float* partial = static_cast<float*>(smem);  // [slices][n_col_vec][8]
+  float* q_s = partial + blockDim.x * kVecElems;  // [kNope]: the head's q_nope, read by every column
+  // One load per thread, before the rows: read inside the row loop, each q value would be a round
+  // trip of its own (just written by the q_proj tiles, it is not in L1).
+  fd_block_to_float<1>(q_s, q_nope, kNope);
+  __syncthreads();
   const int n_col_vec = n_cols / kVecElems;
   const int slices = blockDim.x / n_col_vec;
   const int cv = threadIdx.x % n_col_vec, slice = threadIdx.x / n_col_vec;
@@ -26,7 +31,7 @@ __device__ void fd_absorb_block(const Act* q_nope, const fd_bf16* w, int row_str
     for (int d = slice; d < kNope; d += slices) {
       float wv[8];
       fd_unpack8(WL::load(w_cv + static_cast<size_t>(d) * row_stride), wv);
-      const float qd = fd_to_float(q_nope[d]);
+      const float qd = q_s[d];
 #pragma unroll
       for (int j = 0; j < 8; ++j) acc[j] = fmaf(qd, wv[j], acc[j]);
     }
