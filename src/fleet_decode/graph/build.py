@@ -130,6 +130,11 @@ def _attention(b: _Builder, layer, h_in, h_in_ready, h_out):
     return h_attn, ev_o
 
 
+def _routing_tasks(config, plan: Plan) -> int:
+    """Tasks that decide the routing of one MoE layer: the router's expert tiles and the top-k."""
+    return len(tiles(config.n_routed_experts, plan.tile_rows(config.n_routed_experts))) + 1
+
+
 def _mlp(b: _Builder, layer, h_attn, ev_o, h_out, ev_out):
     cfg = b.config
     d = cfg.hidden_size
@@ -178,7 +183,7 @@ def _mlp(b: _Builder, layer, h_attn, ev_o, h_out, ev_out):
 
     down = b.weight(down_name, (E, d, inter))
     sh_down = b.weight(sh_down_name, (d, shared))
-    routing_tasks = len(tiles(E, b.plan.tile_rows(E))) + 1
+    routing_tasks = _routing_tasks(cfg, b.plan)
     down_stage = d * (K + 1)  # every down tile of one row range adds into h_out with the others: same tiles
     sh_act = b.buffer(L + "shared_act", shared)
     ev_sh = b.event(L + "shared_gate_up", layer)
@@ -231,10 +236,13 @@ def _split_k_experts(b: _Builder, layer, h_attn, ev_o, h_out, ev_out, ev_route, 
     d, K, inter = cfg.hidden_size, cfg.num_experts_per_tok, cfg.moe_intermediate_size
     shared = inter * cfg.n_shared_experts
     L = f"L{layer}."
-    routing_tasks = len(tiles(cfg.n_routed_experts, plan.tile_rows(cfg.n_routed_experts))) + 1
     stage = plan.stage_tiles or plan.workers
-    shared_slices = split_k_tiles(shared, plan.split_k_shared_tiles or max(1, stage - routing_tasks),
-                                  max_rows=plan.split_k_rows if not plan.split_k_shared_tiles else shared)
+    # By default one slice per worker the routing leaves free, each at most split_k_rows; a chosen
+    # number of shared slices is taken as asked, however long they get.
+    if plan.split_k_shared_tiles:
+        shared_slices = split_k_tiles(shared, plan.split_k_shared_tiles, max_rows=shared)
+    else:
+        shared_slices = split_k_tiles(shared, max(1, stage - _routing_tasks(cfg, plan)), max_rows=plan.split_k_rows)
     routed_slices = split_k_tiles(inter, max(1, stage // K), max_rows=plan.split_k_rows)
     n_rows = len(shared_slices) + K * len(routed_slices)
     partials = b.buffer(L + "moe_partials", n_rows, d)

@@ -248,18 +248,23 @@ def _down_accum(t):
     return _error(k.out("h_out")[r0:r1], (start + t.dense.mlp.down_proj(act))[r0:r1])
 
 
+def _hf_routed_act(t, x, expert):
+    """HF's act of one routed expert (its full intermediate vector) for the MoE layer's input x."""
+    experts = t.moe.mlp.experts
+    gate, up = F.linear(t.moe.post_attention_layernorm(x), experts.gate_up_proj[expert]).chunk(2, dim=-1)
+    return experts.act_fn(gate) * up
+
+
 @checks_on_simulator(Kind.EXPERT_GATE_UP)
 def _expert_gate_up(t):
     chosen, _ = t.routed
-    experts = t.moe.mlp.experts
     k = t.case(Kind.EXPERT_GATE_UP, t.moe_layer + "expert_gate_up.1")
     x = t.rand(t.c.hidden)
     k.put("x", x)
     k.put("route_idx", chosen.to(torch.int32))
     k.run()
     r0, r1 = k.task.tile
-    gate, up = F.linear(t.moe.post_attention_layernorm(x), experts.gate_up_proj[chosen[1]]).chunk(2, dim=-1)
-    return _error(k.out("act")[r0:r1], (experts.act_fn(gate) * up)[r0:r1])
+    return _error(k.out("act")[r0:r1], _hf_routed_act(t, x, chosen[1])[r0:r1])
 
 
 @checks_on_simulator(Kind.EXPERT_DOWN_ACCUM)
@@ -296,7 +301,6 @@ def _gate_up_down(t):
 @checks_on_simulator(Kind.EXPERT_GATE_UP_DOWN)
 def _expert_gate_up_down(t):
     chosen, route_w = t.routed
-    experts = t.moe.mlp.experts
     k = t.split_k_case(Kind.EXPERT_GATE_UP_DOWN, t.moe_layer + "expert_slice.1[1]")
     x = t.rand(t.c.hidden)
     for name, value in (("x", x), ("route_idx", chosen.to(torch.int32)), ("route_w", route_w)):
@@ -304,9 +308,8 @@ def _expert_gate_up_down(t):
     k.run()
     r0, r1 = k.task.tile
     e = int(chosen[1])
-    gate, up = F.linear(t.moe.post_attention_layernorm(x), experts.gate_up_proj[e]).chunk(2, dim=-1)
-    act = (experts.act_fn(gate) * up)[r0:r1]
-    return _error(_slice_partial(k, t), route_w[1] * F.linear(act, experts.down_proj[e][:, r0:r1]))
+    act = _hf_routed_act(t, x, e)[r0:r1]
+    return _error(_slice_partial(k, t), route_w[1] * F.linear(act, t.moe.mlp.experts.down_proj[e][:, r0:r1]))
 
 
 @checks_on_simulator(Kind.SUM_PARTIALS)
