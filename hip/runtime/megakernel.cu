@@ -132,6 +132,12 @@ __device__ __forceinline__ void fd_trace_mark(unsigned long long* tr, int word) 
 
 __device__ __forceinline__ float fd_header_f32(const int* h, int word) { return __int_as_float(h[word]); }
 
+// How many events' trigger counts the runtime keeps in shared memory (a wait reads its event's
+// count there instead of from the blob: one dependent round trip less before the first poll).
+constexpr int kTriggersCached = 1024;
+// And the first kListCached entries of the worker's task list (its tasks, in order, each step).
+constexpr int kListCached = 512;
+
 // Thread 0 waits until *counter >= target; false if the watchdog fired or another worker aborted.
 // Only thread 0 calls it; the caller publishes the outcome to the block.
 __device__ bool fd_wait_counter(const fd_launch_args& a, unsigned long long timeout_ticks, const int* counter,
@@ -199,6 +205,7 @@ struct fd_model_constants {
 __device__ __forceinline__ void fd_resolve_task(const fd_launch_args& a, const int* h, const int* rec,
                                                 fd_task_view& v) {
   const int i = static_cast<int>(blockDim.x) - 2 - static_cast<int>(threadIdx.x);
+  if (i < 0) return;  // the last thread: it issues the stage's copy
   if (i < FD_MAX_BUFFERS) {
     const int b = rec[FD_T_BUF0 + i];
     v.buf[i] = b >= 0 ? a.buffers[b] : nullptr;
@@ -447,6 +454,8 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
   __shared__ int proceed, last_adder;
   __shared__ fd_task_view view;
   __shared__ fd_model_constants constants;
+  __shared__ int triggers_s[kTriggersCached];  // FD_E_TRIGGERS of the first kTriggersCached events
+  __shared__ int list_s[kListCached];          // this worker's list[first ...]
   unsigned char* stage = fd_smem + FD_SCRATCH_SMEM_BYTES;
   const int* h = a.blob;
   const int* tasks = h + h[FD_H_TASKS_AT];
@@ -468,11 +477,14 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
                  fd_header_f32(h, FD_H_ROUTED_SCALING_F32)};
     if (blockIdx.x == 0) a.step_ticks[0] = fd_wall_ticks();
   }
+  for (int e = threadIdx.x; e < min(h[FD_H_N_EVENTS], kTriggersCached); e += blockDim.x)
+    triggers_s[e] = events[e * FD_EVENT_WORDS + FD_E_TRIGGERS];
+  for (int k = threadIdx.x; k < min(last - first, kListCached); k += blockDim.x) list_s[k] = list[first + k];
   __syncthreads();
 
   for (int step = 0; step < a.n_steps; ++step) {
     for (int i = first; i < last; ++i) {
-      const int t = list[i];
+      const int t = i - first < kListCached ? list_s[i - first] : list[i];
       const int* rec = tasks + static_cast<size_t>(t) * FD_TASK_WORDS;
       const int* order = a.add_order + t * FD_ADD_ORDER_WORDS;
       const int kind = rec[FD_T_KIND], out_event = rec[FD_T_OUT_EVENT];
@@ -497,12 +509,22 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
       }
       fd_resolve_task(a, h, rec, view);  // published to the block by the barrier after the wait
       if (threadIdx.x == 0) {
+        // The record's input slots read together (one round trip, not one per input), the events'
+        // trigger counts from the copy in shared memory.
+        int in_event[FD_MAX_INPUTS], in_lag[FD_MAX_INPUTS];
+#pragma unroll
+        for (int j = 0; j < FD_MAX_INPUTS; ++j) {
+          in_event[j] = rec[FD_T_IN0_EVENT + 2 * j];
+          in_lag[j] = rec[FD_T_IN0_LAG + 2 * j];
+        }
+        const int n_inputs = rec[FD_T_N_INPUTS];
         bool ok = true;
-        for (int j = 0; ok && j < rec[FD_T_N_INPUTS]; ++j) {
-          const int e = rec[FD_T_IN0_EVENT + 2 * j], lag = rec[FD_T_IN0_LAG + 2 * j];
-          ok = fd_wait_counter(a, timeout_ticks, a.counters + e,
-                               events[e * FD_EVENT_WORDS + FD_E_TRIGGERS] * (step + 1 - lag), t, e, step,
-                               kind);
+#pragma unroll
+        for (int j = 0; j < FD_MAX_INPUTS; ++j) {
+          if (!ok || j >= n_inputs) break;
+          const int e = in_event[j];
+          const int triggers = e < kTriggersCached ? triggers_s[e] : events[e * FD_EVENT_WORDS + FD_E_TRIGGERS];
+          ok = fd_wait_counter(a, timeout_ticks, a.counters + e, triggers * (step + 1 - in_lag[j]), t, e, step, kind);
         }
         // Every task of step s comes after step s - 1's token: a stop there ends the launch here.
         if (ok && step > 0 && i == first) {
