@@ -69,3 +69,18 @@ def test_a_library_without_a_path_is_refused(capsys):
     with pytest.raises(SystemExit):
         trace.main(["--library", "only-a-name"])
     assert "NAME=PATH" in capsys.readouterr().err
+
+
+def test_the_chain_view_reads_the_stages_and_the_staged_kinds():
+    from fleet_decode.kernels.trace import chain_view
+
+    s = {"moe_layer_stages": {"route_topk": {"first_ready_us": 50.0, "fired_us": 53.0},
+                              "out": {"first_ready_us": 60.0, "fired_us": 95.0}},
+         "kinds": {"RMSNORM_GEMV": {"staged_tasks": 300, "resident_before_ready_share": 0.9},
+                   "ATTN_MERGE_UV": {"staged_tasks": 100, "resident_before_ready_share": 0.2},
+                   "ATTN_CHUNK": {"staged_tasks": 0, "resident_before_ready_share": None}}}
+    view = chain_view(s)
+    assert view["chain_to_topk_us"] == 53.0 and view["expert_window_us"] == 42.0
+    assert view["chain_resident_share"] == pytest.approx((300 * 0.9 + 100 * 0.2) / 400)
+    assert chain_view({"moe_layer_stages": {}, "kinds": {}}) == {
+        "chain_to_topk_us": None, "expert_window_us": None, "chain_resident_share": None}

@@ -102,6 +102,24 @@ def summarise(graph, times: np.ndarray, steps, resident: np.ndarray | None = Non
     }
 
 
+# The kinds of the chain from a layer's input to its top-k whose weights the runtime stages.
+CHAIN_KINDS = ("RMSNORM_GEMV", "ROPE_Q_ABSORB", "ATTN_MERGE_UV", "O_PROJ_RESIDUAL", "ROUTER")
+
+
+def chain_view(s: dict) -> dict:
+    """What issue 12 asks of a trace, from a summary (also a stored one): the MoE layer's chain from
+    its input to the top-k firing, the expert window after it, and the share of the chain's staged
+    tasks whose weights had landed before their inputs were ready (None where the summary lacks it)."""
+    stages = s["moe_layer_stages"]
+    topk = stages.get("route_topk", {}).get("fired_us")
+    out = stages.get("out", {}).get("fired_us")
+    kinds = [s["kinds"][k] for k in CHAIN_KINDS if k in s["kinds"] and s["kinds"][k].get("staged_tasks")]
+    staged = sum(k["staged_tasks"] for k in kinds)
+    landed = sum(k["staged_tasks"] * k["resident_before_ready_share"] for k in kinds)
+    return {"chain_to_topk_us": topk, "expert_window_us": out - topk if topk is not None and out is not None else None,
+            "chain_resident_share": landed / staged if staged else None}
+
+
 def print_summary(s: dict):
     print(f"step {s['step_us_median']:.1f} us (median of steps {s['steps'][0]}..{s['steps'][-1]}); MoE layer "
           f"{s['moe_layer_us_mean']:.1f} us; workers busy {100 * s['busy_share_of_workers']:.1f} % of the time")
@@ -114,6 +132,12 @@ def print_summary(s: dict):
     print(f"{'MoE layer stage':28s} {'first ready us':>14s} {'fired us':>9s}")
     for name, r in s["moe_layer_stages"].items():
         print(f"{name:28s} {r['first_ready_us']:14.2f} {r['fired_us']:9.2f}")
+    view = chain_view(s)
+    if view["chain_to_topk_us"] is not None:
+        resident = view["chain_resident_share"]
+        print(f"MoE layer: chain to the top-k {view['chain_to_topk_us']:.1f} us, expert window "
+              f"{view['expert_window_us']:.1f} us; chain tasks with weights resident before their inputs: "
+              + (f"{100 * resident:.1f} %" if resident is not None else "-"))
 
 
 def _libraries(parser, specs):
@@ -166,6 +190,7 @@ def main(argv=None) -> int:
         untraced = latency_summary([[s * 1e3 for s in plain.step_seconds]])
         summary.update(untraced_p50_us=untraced["p50_ms"] * 1e3, same_tokens_traced=traced.tokens == plain.tokens,
                        plan=str(mk.plan), tuning=str(mk.tuning), library=path, tokens=plain.tokens)
+        summary.update(chain_view(summary))
         if name:
             print(f"== library {name}: {path}")
         print(f"untraced P50 {summary['untraced_p50_us']:.1f} us; traced tokens equal: {summary['same_tokens_traced']}")
