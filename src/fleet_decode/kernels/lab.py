@@ -20,6 +20,7 @@ from fleet_decode.bench.timing import latency_summary
 from fleet_decode.graph import build_graph, decode_plan, default_plan
 from fleet_decode.kernels import library
 from fleet_decode.kernels.runtime import Megakernel, Tuning, WatchdogTimeout
+from fleet_decode.kernels.trace import library_specs
 from fleet_decode.model.compare import cosine, exact_twin, relative_error
 from fleet_decode.model.reference import Reference
 
@@ -252,10 +253,7 @@ def main(argv=None) -> int:
             if unknown:
                 parser.error(f"unknown variants {unknown}; known: {', '.join(variants)}")
             variants = {name: variants[name] for name in wanted}
-        for spec in args.library or []:
-            lib_name, sep, path = spec.partition("=")
-            if not sep or not lib_name or not path:
-                parser.error(f"--library wants NAME=PATH, got {spec!r}")
+        for lib_name, path in library_specs(parser, args.library).items():
             variants.update({f"{name}@{lib_name}": replace(v, library=path) for name, v in list(variants.items())
                              if v.library is None})
         result = sweep(args.model, args.prompt, args.tokens, variants)

@@ -140,15 +140,15 @@ def print_summary(s: dict):
               + (f"{100 * resident:.1f} %" if resident is not None else "-"))
 
 
-def _libraries(parser, specs):
-    """--library NAME=PATH (repeatable) -> {name: path}; none given: {"": None} (this GPU's build)."""
+def library_specs(parser, specs) -> dict[str, str]:
+    """--library NAME=PATH arguments (repeatable; the lab's sweep takes them too) -> {name: path}."""
     out = {}
     for spec in specs or []:
         name, sep, path = spec.partition("=")
         if not sep or not name or not path:
             parser.error(f"--library wants NAME=PATH, got {spec!r}")
         out[name] = path
-    return out or {"": None}
+    return out
 
 
 def main(argv=None) -> int:
@@ -172,7 +172,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", help="write the summary as JSON here")
     parser.add_argument("--raw", help="write the raw trace (numpy .npz) here")
     args = parser.parse_args(argv)
-    libraries = _libraries(parser, args.library)
+    libraries = library_specs(parser, args.library) or {"": None}  # none named: this GPU's build
     model = load_model(args.model, dtype=torch.bfloat16, device="cuda")
     prompt = prompt_ids(args.prompt, vocab_size=model.config.vocab_size)
     n_sm = torch.cuda.get_device_properties(0).multi_processor_count
