@@ -173,8 +173,15 @@ def test_env_values_reach_the_run_but_never_the_disk_the_process_list_or_the_log
         deadline = time.monotonic() + 30
         while not (run_dir / "log").exists() and time.monotonic() < deadline:
             time.sleep(0.1)
-        processes = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-        assert "sha256sum" in processes or "sleep" in processes  # the run is going while we look
+        # The run is going while we look: between its sleeps the loop is the shell alone, so look
+        # until a snapshot shows it (every snapshot is checked for the secret below).
+        processes = ""
+        while time.monotonic() < deadline:
+            processes += subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+            if "sha256sum" in processes or "sleep" in processes:
+                break
+            time.sleep(0.02)
+        assert "sha256sum" in processes or "sleep" in processes
         transport.check(f"touch {shlex.quote(str(run_dir))}/go", "releasing the run")
         transport.wait(str(run_dir), "m1", timeout_s=30, poll_s=0.1)
     import hashlib
