@@ -86,48 +86,42 @@ __device__ __forceinline__ void fd_store_x8(float* xs, int v, const float x[8]) 
   reinterpret_cast<float4*>(xs)[2 * v + 1] = make_float4(x[4], x[5], x[6], x[7]);
 }
 
-// n values of x converted to Out (shared or global memory), then a barrier; n a multiple of 8.
 // Loops strided by blockDim.x have a run-time trip count: the compiler then branches between
 // iterations, and each iteration's loads wait for the previous ones to be used (one memory round
-// trip per iteration). The helpers below issue a batch of kBatch iterations' loads, predicated,
-// before using any of them.
+// trip per iteration). These copies issue a batch of kBatch iterations' loads, predicated, before
+// storing any of them.
 
-// dst[i] = src[i] for i < n (16-byte values, e.g. float4), kBatch loads in flight per thread.
+// dst[i] = convert(src[i]) for i < n, kBatch loads in flight per thread.
+template <int kBatch, class To, class From, class Convert>
+__device__ __forceinline__ void fd_block_load(To* dst, const From* src, int n, Convert convert) {
+  for (int base = threadIdx.x; base < n; base += kBatch * blockDim.x) {
+    To v[kBatch];
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k) {
+      const int i = base + k * blockDim.x;
+      v[k] = i < n ? convert(src[i]) : To{};
+    }
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k) {
+      const int i = base + k * blockDim.x;
+      if (i < n) dst[i] = v[k];
+    }
+  }
+}
+
+// dst[i] = src[i] (16-byte values, e.g. float4).
 template <int kBatch, class T>
 __device__ __forceinline__ void fd_block_copy(T* dst, const T* src, int n) {
-  for (int base = threadIdx.x; base < n; base += kBatch * blockDim.x) {
-    T v[kBatch];
-#pragma unroll
-    for (int k = 0; k < kBatch; ++k) {
-      const int i = base + k * blockDim.x;
-      v[k] = i < n ? src[i] : T{};
-    }
-#pragma unroll
-    for (int k = 0; k < kBatch; ++k) {
-      const int i = base + k * blockDim.x;
-      if (i < n) dst[i] = v[k];
-    }
-  }
+  fd_block_load<kBatch>(dst, src, n, [](T v) { return v; });
 }
 
-// dst[i] = fp32 of src[i] for i < n, kBatch loads in flight per thread.
+// dst[i] = fp32 of src[i] (bf16 or fp32 activations).
 template <int kBatch, class In>
 __device__ __forceinline__ void fd_block_to_float(float* dst, const In* src, int n) {
-  for (int base = threadIdx.x; base < n; base += kBatch * blockDim.x) {
-    float v[kBatch];
-#pragma unroll
-    for (int k = 0; k < kBatch; ++k) {
-      const int i = base + k * blockDim.x;
-      v[k] = i < n ? fd_to_float(src[i]) : 0.f;
-    }
-#pragma unroll
-    for (int k = 0; k < kBatch; ++k) {
-      const int i = base + k * blockDim.x;
-      if (i < n) dst[i] = v[k];
-    }
-  }
+  fd_block_load<kBatch>(dst, src, n, [](In v) { return fd_to_float(v); });
 }
 
+// n values of x converted to Out (shared or global memory), then a barrier; n a multiple of 8.
 template <class In, class Out>
 __device__ __forceinline__ void fd_stage(const In* x, int n, Out* out) {
   for (int v = threadIdx.x; v < n / kVecElems; v += blockDim.x) {  // one piece per thread for a hidden state
@@ -240,26 +234,25 @@ __device__ __forceinline__ void fd_warp_rows_dot(const fd_bf16* const (&rows)[NR
   for (int r = 0; r < NR; ++r) out[r] = fd_warp_sum(acc[r]);
 }
 
-// Rows [row_begin, row_end) of W (row-major, n columns) times one vector xs, NR rows per warp
-// pass (kGemvRowsPerPass unless said) so that more loads are in flight; emit(row, dot) runs in
-// every lane.
+// Rows [row_begin, row_end) of W (row-major, n columns) times one vector xs, kGemvRowsPerPass
+// rows per warp pass so that more loads are in flight; emit(row, dot) runs in every lane.
 constexpr int kGemvRowsPerPass = FD_GEMV_ROWS_PER_PASS;
 
-template <class WL = fd_global_weights, int NR = kGemvRowsPerPass, class XT, class Emit>
+template <class WL = fd_global_weights, class XT, class Emit>
 __device__ __forceinline__ void fd_gemv_rows(const fd_bf16* W, int n, const XT* xs, int row_begin, int row_end,
                                              Emit emit) {
-  for (int r = row_begin + NR * fd_warp(); r < row_end; r += NR * fd_num_warps()) {
-    const fd_bf16* rows[NR];
-    const XT* x[NR];
+  for (int r = row_begin + kGemvRowsPerPass * fd_warp(); r < row_end; r += kGemvRowsPerPass * fd_num_warps()) {
+    const fd_bf16* rows[kGemvRowsPerPass];
+    const XT* x[kGemvRowsPerPass];
 #pragma unroll
-    for (int k = 0; k < NR; ++k) {
+    for (int k = 0; k < kGemvRowsPerPass; ++k) {
       rows[k] = W + static_cast<size_t>(min(r + k, row_end - 1)) * n;  // past the end: recompute the last row
       x[k] = xs;
     }
-    float dots[NR];
-    fd_warp_rows_dot<NR, XT, WL>(rows, x, n, dots);
+    float dots[kGemvRowsPerPass];
+    fd_warp_rows_dot<kGemvRowsPerPass, XT, WL>(rows, x, n, dots);
 #pragma unroll
-    for (int k = 0; k < NR; ++k)
+    for (int k = 0; k < kGemvRowsPerPass; ++k)
       if (r + k < row_end) emit(r + k, dots[k]);
   }
 }
