@@ -101,3 +101,17 @@ def test_spec_document_names_every_kind_and_field():
     names = [k.name for k in fmt.Kind] + list(fmt.HEADER) + list(fmt.TASK) + list(fmt.EVENT) + list(fmt.BUFFER)
     missing = [n for n in names + list(fmt.WEIGHT) if f"`{n}`" not in doc]
     assert not missing, f"docs/task-graph.md does not describe {missing}"
+
+
+def test_a_band_of_rows_is_a_view_and_a_band_of_columns_a_contiguous_copy():
+    import torch
+
+    from fleet_decode.graph.derived import cols, derived, rows
+
+    w = torch.arange(24.0).reshape(4, 6)
+    params = {"m.weight": w}
+    top = derived(rows("m.weight", 1, 3), (2, 6), params, None)
+    assert torch.equal(top, w[1:3]) and top.data_ptr() == w[1:3].data_ptr()
+    right = derived(cols("m.weight", 2, 6), (4, 4), params, None)
+    assert torch.equal(right, w[:, 2:6]) and right.is_contiguous() and right.data_ptr() != w.data_ptr()
+    assert derived("m.weight", (4, 6), params, None) is None

@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from fleet_decode.graph import Kind
+from fleet_decode.graph import Kind, build_graph
 from fleet_decode.sim import SCHEDULES, check_task_kinds, simulate, simulate_layer
 from fleet_decode.sim.decode import sim_plan
 from fleet_decode.sim.__main__ import main as sim_cli
@@ -51,6 +51,19 @@ def test_split_k_experts_match_reference(source, workers, schedule):
     plan = dataclasses.replace(sim_plan(workers, len(ids) + TOKENS, TOKENS), moe_tiles="split-k")
     result = simulate(model, ids, TOKENS, plan=plan, schedule=schedule, seed=workers)
     assert result.counts["tasks_per_kind"]["EXPERT_GATE_UP_DOWN"] > 0
+    assert_follows_reference(result, source)
+
+
+@pytest.mark.parametrize("workers", [3, 17])
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_shared_experts_in_two_parts_match_reference(source, workers, schedule):
+    """The shared experts' MLP cut in two over its intermediate rows (Plan.shared_parts): each part's
+    gate/up and down tiles, adding beside the routed slots, decode the same."""
+    model, ids, *_ = case(source)
+    plan = dataclasses.replace(sim_plan(workers, len(ids) + TOKENS, TOKENS), shared_parts=2)
+    names = [t.name for t in build_graph(model.config, plan).tasks]
+    assert any(".shared_down.1[" in n for n in names) and not any(".shared_down[" in n for n in names)
+    result = simulate(model, ids, TOKENS, plan=plan, schedule=schedule, seed=workers)
     assert_follows_reference(result, source)
 
 

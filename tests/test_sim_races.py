@@ -45,6 +45,12 @@ SPLIT_K_EDGES = [
     ("L2.q_proj[0]", "L1.out"),
 ]
 
+# the shared experts in two parts (Plan.shared_parts = 2): each part's down waits on its own gate/up
+SHARED_PARTS_EDGES = [
+    ("L1.shared_gate_up.1[0]", "L1.o_proj"),
+    ("L1.shared_down.1[0]", "L1.shared_gate_up.1"),
+]
+
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
@@ -54,8 +60,9 @@ def model_and_ids():
     return model, ids[:PROMPT]
 
 
-def graph_for(model, workers, moe_tiles="routing-free"):
-    plan = dataclasses.replace(sim_plan(workers, PROMPT + TOKENS, TOKENS), moe_tiles=moe_tiles)
+def graph_for(model, workers, moe_tiles="routing-free", shared_parts=1):
+    plan = dataclasses.replace(sim_plan(workers, PROMPT + TOKENS, TOKENS), moe_tiles=moe_tiles,
+                               shared_parts=shared_parts)
     return build_graph(model.config, plan)
 
 
@@ -94,6 +101,16 @@ def test_a_removed_split_k_edge_is_reported_as_a_race(model_and_ids, task_name, 
     broken = without_edge(graph_for(model, 3, "split-k"), task_name, event_name)
     with pytest.raises(SimRace, match="before it was written"):
         simulate(model, ids, TOKENS, graph=broken, schedule=schedule, seed=3)
+
+
+@pytest.mark.parametrize("task_name,event_name", SHARED_PARTS_EDGES)
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_a_removed_shared_part_edge_is_reported_as_a_race(model_and_ids, task_name, event_name, schedule):
+    model, ids = model_and_ids
+    intact = graph_for(model, 3, shared_parts=2)
+    assert len(simulate(model, ids, TOKENS, graph=intact, schedule=schedule).tokens) == TOKENS
+    with pytest.raises(SimRace, match="before it was written"):
+        simulate(model, ids, TOKENS, graph=without_edge(intact, task_name, event_name), schedule=schedule, seed=3)
 
 
 def test_the_race_report_names_the_reader_and_the_region(model_and_ids):

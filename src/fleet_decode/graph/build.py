@@ -9,7 +9,7 @@ output at run time.
 
 from transformers.models.deepseek_v2.modeling_deepseek_v2 import yarn_apply_mscale
 
-from fleet_decode.graph.derived import W_UK_PARTS, transposed
+from fleet_decode.graph.derived import W_UK_PARTS, cols, rows, transposed
 from fleet_decode.graph.format import NONE, DType, Kind, Persistence, bits_f32, f32_bits
 from fleet_decode.graph.graph import Buffer, Constants, Event, Graph, Task, Weight
 from fleet_decode.graph.plan import Plan, assign, split_k_tiles, tiles
@@ -156,8 +156,13 @@ def _mlp(b: _Builder, layer, h_attn, ev_o, h_out, ev_out):
     shared = inter * cfg.n_shared_experts
     router_w = b.weight(p + "mlp.gate.weight", (E, d), DType.F32)  # HF keeps the router in fp32
     gate_up = b.weight(p + "mlp.experts.gate_up_proj", (E, 2 * inter, d))
-    sh_gate = b.weight(p + "mlp.shared_experts.gate_proj.weight", (shared, d))
-    sh_up = b.weight(p + "mlp.shared_experts.up_proj.weight", (shared, d))
+    sh_gate_name, sh_up_name = p + "mlp.shared_experts.gate_proj.weight", p + "mlp.shared_experts.up_proj.weight"
+    n_parts = 1 if b.plan.moe_tiles == "split-k" else b.plan.shared_parts
+    if shared % n_parts:
+        raise ValueError(f"the shared experts' {shared} intermediate rows do not split into {n_parts} parts")
+    part = shared // n_parts
+    if n_parts == 1:
+        sh_gate, sh_up = b.weight(sh_gate_name, (shared, d)), b.weight(sh_up_name, (shared, d))
     down_name, sh_down_name = p + "mlp.experts.down_proj", p + "mlp.shared_experts.down_proj.weight"
 
     def router():
@@ -182,21 +187,30 @@ def _mlp(b: _Builder, layer, h_attn, ev_o, h_out, ev_out):
         return
 
     down = b.weight(down_name, (E, d, inter))
-    sh_down = b.weight(sh_down_name, (d, shared))
+    if n_parts == 1:
+        shared_mlps = [("", (sh_gate, sh_up, b.weight(sh_down_name, (d, shared))))]
+    else:  # part q: rows q*part .. of gate and up (views), the same columns of down (a copy)
+        shared_mlps = [(f".{q}", (b.weight(rows(sh_gate_name, q * part, (q + 1) * part), (part, d)),
+                                  b.weight(rows(sh_up_name, q * part, (q + 1) * part), (part, d)),
+                                  b.weight(cols(sh_down_name, q * part, (q + 1) * part), (d, part))))
+                       for q in range(n_parts)]
     routing_tasks = _routing_tasks(cfg, b.plan)
-    down_stage = d * (K + 1)  # every down tile of one row range adds into h_out with the others: same tiles
-    sh_act = b.buffer(L + "shared_act", shared)
-    ev_sh = b.event(L + "shared_gate_up", layer)
+    # every down tile of one row range adds into h_out with the others: same tiles
+    down_stage = d * (K + n_parts)
+    shared_acts = [(b.buffer(f"{L}shared_act{sfx}", part), b.event(f"{L}shared_gate_up{sfx}", layer))
+                   for sfx, _ in shared_mlps]
     acts = [b.buffer(f"{L}expert_act.{k}", inter) for k in range(K)]
     ev_gus = [b.event(f"{L}expert_gate_up.{k}", layer) for k in range(K)]
 
     def shared_gate_up(stage_rows):
-        b.gemv_tiles(Kind.GATE_UP, L + "shared_gate_up", shared, stage_rows, ev_sh, [(ev_o, 0)], (h_attn, sh_act),
-                     (post_norm, sh_gate, sh_up), layer, reserved=routing_tasks)
+        for (sfx, (gate, up, _)), (act, ev) in zip(shared_mlps, shared_acts):
+            b.gemv_tiles(Kind.GATE_UP, f"{L}shared_gate_up{sfx}", part, stage_rows, ev, [(ev_o, 0)], (h_attn, act),
+                         (post_norm, gate, up), layer, reserved=routing_tasks)
 
     def shared_down():
-        b.gemv_tiles(Kind.DOWN_ACCUM, L + "shared_down", d, down_stage, ev_out, [(ev_sh, 0)], (sh_act, h_out),
-                     (sh_down,), layer)
+        for (sfx, (_, _, down_part)), (act, ev) in zip(shared_mlps, shared_acts):
+            b.gemv_tiles(Kind.DOWN_ACCUM, f"{L}shared_down{sfx}", d, down_stage, ev_out, [(ev, 0)], (act, h_out),
+                         (down_part,), layer)
 
     def routed_gate_up(stage_rows, reserved):
         for k in range(K):
@@ -220,7 +234,7 @@ def _mlp(b: _Builder, layer, h_attn, ev_o, h_out, ev_out):
         shared_gate_up(shared)
         router()
         shared_down()
-        n_shared_down = len(tiles(d, b.plan.tile_rows(down_stage)))
+        n_shared_down = n_parts * len(tiles(d, b.plan.tile_rows(down_stage)))
         routed_gate_up(K * inter, 0 if b.plan.moe_tiles == "shared-first-all" else n_shared_down)
     for k in range(K):
         b.gemv_tiles(Kind.EXPERT_DOWN_ACCUM, f"{L}expert_down.{k}", d, down_stage, ev_out, [(ev_gus[k], 0)],

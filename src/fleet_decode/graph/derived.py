@@ -1,7 +1,10 @@
 """Weights the graph reads in a layout of its own, derived on the host from the model's parameters
 (as the rope tables are computed there): W_UK cut into column blocks, each block contiguous, so a
-q-absorb task of one (head, column block) streams one contiguous range; and transposed down
-matrices, so a split-K expert slice streams its band of down columns as contiguous rows."""
+q-absorb task of one (head, column block) streams one contiguous range; transposed down
+matrices, so a split-K expert slice streams its band of down columns as contiguous rows; and bands
+of a matrix's rows or columns, so each part of the shared experts' MLP has matrices of its own."""
+
+import re
 
 import torch
 
@@ -26,10 +29,28 @@ def transposed(name: str) -> str:
     return name + TRANSPOSED
 
 
+# <parameter name>.rows[a:b] / .cols[a:b]: a band of a matrix's rows (a view: no copy) or of its
+# columns (copied, so that its rows are contiguous).
+_SLICE = re.compile(r"\.(rows|cols)\[(\d+):(\d+)\]$")
+
+
+def rows(name: str, begin: int, end: int) -> str:
+    return f"{name}.rows[{begin}:{end}]"
+
+
+def cols(name: str, begin: int, end: int) -> str:
+    return f"{name}.cols[{begin}:{end}]"
+
+
 def derived(name: str, shape, params: dict, config):
     """The tensor of a derived weight slot, or None if `name` is not one."""
     if name.endswith(TRANSPOSED):
         return params[name[: -len(TRANSPOSED)]].detach().transpose(-1, -2).contiguous()
+    band = _SLICE.search(name)
+    if band is not None:
+        parent, (axis, begin, end) = params[name[: band.start()]].detach(), band.groups()
+        begin, end = int(begin), int(end)
+        return parent[begin:end] if axis == "rows" else parent[:, begin:end].contiguous()
     if not name.endswith("." + W_UK_PARTS):
         return None
     layer_prefix = name[: -len(W_UK_PARTS)]

@@ -40,6 +40,11 @@ class Plan:
     # Split-K slices of the shared experts (0: one per worker the routing leaves free). Fewer, longer
     # slices leave HBM to the router tiles that run beside them.
     split_k_shared_tiles: int = 0
+    # The shared experts' MLP cut into this many parts over its intermediate rows (routing-free and
+    # shared-first tilings): each part its own act, gate/up tiles and down tiles (the down matrix's
+    # columns of the part), adding into the layer's output beside the routed slots. With 2 parts a
+    # shared down tile streams as many bytes as a routed one, instead of twice as many.
+    shared_parts: int = 1
 
     def __post_init__(self):
         if self.assign not in ASSIGNMENTS:
@@ -47,7 +52,7 @@ class Plan:
         if self.moe_tiles not in MOE_TILINGS:
             raise ValueError(f"moe_tiles must be one of {MOE_TILINGS}, got {self.moe_tiles!r}")
         for name in ("workers", "row_align", "heads_per_tile", "absorb_parts", "attn_chunk", "max_positions",
-                     "max_steps", "split_k_rows"):
+                     "max_steps", "split_k_rows", "shared_parts"):
             if getattr(self, name) < 1:
                 raise ValueError(f"plan.{name} must be >= 1, got {getattr(self, name)}")
 

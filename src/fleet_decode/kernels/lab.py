@@ -159,6 +159,8 @@ def speed_variants(n_prompt: int, n_tokens: int) -> dict[str, Variant]:
         "moe split-k shared 22": Variant({"moe_tiles": "split-k", "split_k_shared_tiles": 22}),
         "moe shared-first": Variant({"moe_tiles": "shared-first"}),
         "moe shared-first-all": Variant({"moe_tiles": "shared-first-all"}),
+        "shared_parts=2": Variant({"shared_parts": 2}),
+        "shared_parts=4": Variant({"shared_parts": 4}),
         "absorb_parts=2": Variant({"absorb_parts": 2}),
         "absorb_parts=8": Variant({"absorb_parts": 8}),
         "attn_chunk=32": Variant({"attn_chunk": 32}),
