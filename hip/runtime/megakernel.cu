@@ -138,6 +138,27 @@ constexpr int kTriggersCached = 1024;
 // And the first kListCached entries of the worker's task list (its tasks, in order, each step).
 constexpr int kListCached = 512;
 
+// Kinds that neither use the stage nor stream weights: while one runs, the stage may fill for the
+// worker's next task without slowing it.
+__device__ __forceinline__ bool fd_leaves_stage_idle(int kind) {
+  return kind == FD_KIND_ATTN_CHUNK || kind == FD_KIND_CACHE_APPEND || kind == FD_KIND_ROUTE_TOPK ||
+         kind == FD_KIND_EMBED || kind == FD_KIND_ARGMAX || kind == FD_KIND_SUM_PARTIALS;
+}
+
+// Issues the stage copy of task `next` if it is staged and waits (lag 0) for `event`; true if it did.
+__device__ __forceinline__ bool fd_send_successor_tile(const fd_launch_args& a, const int* tasks, int next, int event,
+                                                       uint64_t* barrier, unsigned char* stage) {
+  const int* rec = tasks + static_cast<size_t>(next) * FD_TASK_WORDS;
+  const long long* st = a.stage + static_cast<size_t>(next) * FD_STAGE_WORDS;
+  if (!(st[0] >= 0 && a.stage_bytes > 0 && st[2] <= a.stage_bytes)) return false;
+  bool waits = false;
+  for (int j = 0; j < rec[FD_T_N_INPUTS]; ++j)
+    waits |= rec[FD_T_IN0_EVENT + 2 * j] == event && rec[FD_T_IN0_LAG + 2 * j] == 0;
+  if (!waits) return false;
+  fd_stage_issue(barrier, stage, static_cast<const char*>(a.weights[st[0]]) + st[1], static_cast<uint32_t>(st[2]));
+  return true;
+}
+
 // Thread 0 waits until *counter >= target; false if the watchdog fired or another worker aborted.
 // Only thread 0 calls it; the caller publishes the outcome to the block.
 __device__ bool fd_wait_counter(const fd_launch_args& a, unsigned long long timeout_ticks, const int* counter,
@@ -465,6 +486,7 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
   const int first = offsets[blockIdx.x], last = offsets[blockIdx.x + 1];
   const bool bulk_stage = fd_has_bulk_stage();
   uint32_t stage_parity = 0;
+  int sent_ahead = -1;  // (the block's last thread) the list entry whose tile it sent with the entry before
   if (threadIdx.x == 0) {
     fd_stage_barrier_init(&stage_barrier);
     constants = {h[FD_H_HIDDEN],
@@ -501,9 +523,22 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
       const int staged_slot =
           kStaging && a.stage_bytes > 0 && st[0] >= 0 && st[2] <= a.stage_bytes ? static_cast<int>(st[0]) : -1;
       if (bulk_stage) {
-        if (threadIdx.x == blockDim.x - 1 && staged_slot >= 0)
-          fd_stage_issue(&stage_barrier, stage, static_cast<const char*>(a.weights[staged_slot]) + st[1],
-                         static_cast<uint32_t>(st[2]));
+        if (threadIdx.x == blockDim.x - 1) {
+          if (staged_slot >= 0 && sent_ahead != i)
+            fd_stage_issue(&stage_barrier, stage, static_cast<const char*>(a.weights[staged_slot]) + st[1],
+                           static_cast<uint32_t>(st[2]));
+          sent_ahead = -1;
+          // A task that leaves the stage idle (an attention chunk) sends the tile of its successor
+          // when that successor waits for this task's own event (the merge after its chunk): the
+          // successor starts right after this stage, and its tile lands during it. Successors that
+          // start later (a chunk's o_proj) keep their copy for when they are reached, off the
+          // chunks' HBM traffic.
+          if (staged_slot < 0 && fd_leaves_stage_idle(kind) && i + 1 < last)
+            sent_ahead = fd_send_successor_tile(a, tasks, i + 1 - first < kListCached ? list_s[i + 1 - first] : list[i + 1],
+                                                out_event, &stage_barrier, stage)
+                             ? i + 1
+                             : -1;
+        }
       } else if (staged_slot >= 0) {
         fd_stage_copy(stage, static_cast<const char*>(a.weights[staged_slot]) + st[1], static_cast<uint32_t>(st[2]));
       }
@@ -537,7 +572,8 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
       }
       __syncthreads();
       if (!proceed) {
-        if (staged_slot >= 0 && bulk_stage) fd_stage_wait(&stage_barrier, stage_parity);  // no copy outlives the block
+        // no copy outlives the block
+        if (bulk_stage && (staged_slot >= 0 || sent_ahead == i + 1)) fd_stage_wait(&stage_barrier, stage_parity);
         return;
       }
       fd_trace_mark(tr, FD_TR_READY);
