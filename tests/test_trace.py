@@ -15,8 +15,9 @@ def test_ticks_become_nanoseconds_from_the_first_mark():
     assert ns[0, 0].tolist() == [0.0, 2000.0, 4000.0] and ns[1, 0, 2] == 12000.0
 
 
-def _schedule(graph, steps, run_ns):
-    """Greedy replay: each task starts once its lag-0 inputs have fired and its worker is free."""
+def _schedule(graph, steps, run_ns, wake_ns=0.0, gap_ns=0.0):
+    """Greedy replay: each task is reached gap_ns after its worker's previous task, and starts wake_ns
+    after its lag-0 inputs have fired and it was reached."""
     owner = {t: w for w, tasks in enumerate(graph.workers) for t in tasks}
     times = np.zeros((steps, len(graph.tasks), 3))
     free = np.zeros(len(graph.workers))
@@ -24,8 +25,8 @@ def _schedule(graph, steps, run_ns):
         fired = np.zeros(len(graph.events))
         for i, t in enumerate(graph.tasks):
             w = owner[i]
-            reached = free[w]
-            ready = max([reached, *(fired[e] for e, lag in t.inputs if lag == 0)])
+            reached = free[w] + gap_ns
+            ready = max([reached, *(fired[e] for e, lag in t.inputs if lag == 0)]) + wake_ns
             done = ready + run_ns(t)
             times[s, i] = (reached, ready, done)
             free[w] = done
@@ -53,6 +54,18 @@ def test_summary_stages_follow_the_dependency_chain():
     topk = s["kinds"]["ROUTE_TOPK"]
     assert topk["tasks_per_step"] == 2 and topk["run_us_mean"] == pytest.approx(5.0)
     assert 0 < s["busy_share_of_workers"] < 1
+
+
+def test_wake_and_gap_are_the_runtime_overheads_put_into_the_schedule():
+    graph = build_graph(get_config("deepseek-coder-v2-lite"), Plan(workers=16, max_positions=128, max_steps=4),
+                        layers=[0, 1])
+    times = _schedule(graph, 3, lambda t: 1000.0, wake_ns=300.0, gap_ns=120.0)
+    kinds = summarise(graph, times, range(1, 3))["kinds"]
+    for name, k in kinds.items():
+        assert k["wake_us_mean"] == pytest.approx(0.3), name
+        # a kind whose tasks each open their worker's list has no gap
+        assert k["gap_us_mean"] is None or k["gap_us_mean"] == pytest.approx(0.12), name
+    assert kinds["ATTN_MERGE_UV"]["gap_us_mean"] == pytest.approx(0.12)
 
 
 def test_one_trace_file_per_named_library():

@@ -65,6 +65,11 @@ def summarise(graph, times: np.ndarray, steps, resident: np.ndarray | None = Non
     by_event: dict[int, list[int]] = {}
     for i, tk in enumerate(tasks):
         by_event.setdefault(tk.out_event, []).append(i)
+    wake, gap = _wake_and_gap(graph, t, by_event)
+    for kind in kinds:
+        idx = [i for i, tk in enumerate(tasks) if Kind(tk.kind).name == kind]
+        kinds[kind]["wake_us_mean"] = float(np.nanmean(wake[:, idx]) / 1e3) if np.isfinite(wake[:, idx]).any() else None
+        kinds[kind]["gap_us_mean"] = float(np.nanmean(gap[:, idx]) / 1e3) if np.isfinite(gap[:, idx]).any() else None
 
     def per_event(mark, reduce):  # [steps, events]: reduce over each event's tasks' mark (NaN: no task)
         return np.stack([reduce(t[:, by_event[e], mark], axis=1) if e in by_event else np.full(len(steps), np.nan)
@@ -102,6 +107,27 @@ def summarise(graph, times: np.ndarray, steps, resident: np.ndarray | None = Non
     }
 
 
+def _wake_and_gap(graph, t: np.ndarray, by_event: dict[int, list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Per step and task [steps, tasks] (ns, NaN where undefined): the wake, from the later of the task
+    being reached and its last same-step input firing (its producers' last DONE) to its inputs being
+    ready, i.e. what a satisfied wait and its barrier cost; and the gap, from the worker's previous
+    task's DONE to this task being reached (the runtime's bookkeeping between two tasks)."""
+    steps, n_tasks = t.shape[0], t.shape[1]
+    fire = np.full((steps, len(graph.events)), -np.inf)
+    for e, idx in by_event.items():
+        fire[:, e] = t[:, idx, DONE].max(axis=1)
+    wake = np.full((steps, n_tasks), np.nan)
+    for i, tk in enumerate(graph.tasks):
+        same_step = [e for e, lag in tk.inputs if lag == 0]
+        inputs = fire[:, same_step].max(axis=1) if same_step else np.full(steps, -np.inf)
+        wake[:, i] = t[:, i, READY] - np.maximum(t[:, i, REACHED], inputs)
+    gap = np.full((steps, n_tasks), np.nan)
+    for tasks in graph.workers:
+        if len(tasks) > 1:
+            gap[:, tasks[1:]] = t[:, tasks[1:], REACHED] - t[:, tasks[:-1], DONE]
+    return wake, gap
+
+
 # The kinds of the chain from a layer's input to its top-k whose weights the runtime stages.
 CHAIN_KINDS = ("RMSNORM_GEMV", "ROPE_Q_ABSORB", "ATTN_MERGE_UV", "O_PROJ_RESIDUAL", "ROUTER")
 
@@ -123,12 +149,15 @@ def chain_view(s: dict) -> dict:
 def print_summary(s: dict):
     print(f"step {s['step_us_median']:.1f} us (median of steps {s['steps'][0]}..{s['steps'][-1]}); MoE layer "
           f"{s['moe_layer_us_mean']:.1f} us; workers busy {100 * s['busy_share_of_workers']:.1f} % of the time")
-    print(f"{'kind':22s} {'tasks':>6s} {'run us':>8s} {'max us':>8s} {'wait us':>8s} {'busy %':>7s} {'resident %':>10s}")
+    print(f"{'kind':22s} {'tasks':>6s} {'run us':>8s} {'max us':>8s} {'wait us':>8s} {'wake us':>8s} {'gap us':>7s} "
+          f"{'busy %':>7s} {'resident %':>10s}")
     for kind, r in s["kinds"].items():
         share = r.get("resident_before_ready_share")
         resident = f"{100 * share:10.1f}" if share is not None else f"{'-':>10s}"
+        wake, gap = r.get("wake_us_mean"), r.get("gap_us_mean")
         print(f"{kind:22s} {r['tasks_per_step']:6d} {r['run_us_mean']:8.2f} {r['run_us_max']:8.2f} "
-              f"{r['wait_us_mean']:8.2f} {100 * r['busy_share']:7.1f} {resident}")
+              f"{r['wait_us_mean']:8.2f} " + (f"{wake:8.2f} " if wake is not None else f"{'-':>8s} ")
+              + (f"{gap:7.2f} " if gap is not None else f"{'-':>7s} ") + f"{100 * r['busy_share']:7.1f} {resident}")
     print(f"{'MoE layer stage':28s} {'first ready us':>14s} {'fired us':>9s}")
     for name, r in s["moe_layer_stages"].items():
         print(f"{name:28s} {r['first_ready_us']:14.2f} {r['fired_us']:9.2f}")
