@@ -175,10 +175,15 @@ __device__ __forceinline__ void fd_stage_barrier_init(uint64_t* bar) {
 #endif
 }
 
+// One thread: bytes (a multiple of 16, both pointers 16-byte aligned) from global src to shared dst,
+// in bulk copies that complete the barrier's current phase once all have landed. Earlier generic
+// reads of dst by the block must be ordered before it by a block barrier.
+__device__ __forceinline__ void fd_stage_issue(uint64_t* bar, void* dst, const void* src, uint32_t bytes) {
 #if FD_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-// Bulk copies of bytes from global src to shared dst, completing on the mbarrier at shared address b.
-__device__ __forceinline__ void fd_stage_bulk(uint32_t b, void* dst, const void* src, uint32_t bytes) {
   constexpr uint32_t kPiece = 32 * 1024;
+  const uint32_t b = static_cast<uint32_t>(__cvta_generic_to_shared(bar));
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(bytes) : "memory");
   for (uint32_t off = 0; off < bytes; off += kPiece) {
     const uint32_t n = bytes - off < kPiece ? bytes - off : kPiece;
     const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(static_cast<char*>(dst) + off));
@@ -187,36 +192,8 @@ __device__ __forceinline__ void fd_stage_bulk(uint32_t b, void* dst, const void*
         "l"(static_cast<const char*>(src) + off), "r"(n), "r"(b)
         : "memory");
   }
-}
-#endif
-
-// One thread: bytes (a multiple of 16, both pointers 16-byte aligned) from global src to shared dst,
-// in bulk copies that complete the barrier's current phase once all have landed. Earlier generic
-// reads of dst by the block must be ordered before it by a block barrier.
-__device__ __forceinline__ void fd_stage_issue(uint64_t* bar, void* dst, const void* src, uint32_t bytes) {
-#if FD_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const uint32_t b = static_cast<uint32_t>(__cvta_generic_to_shared(bar));
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(bytes) : "memory");
-  fd_stage_bulk(b, dst, src, bytes);
 #else
   (void)bar, (void)dst, (void)src, (void)bytes;
-#endif
-}
-
-// The same for two ranges of data the kernel itself wrote (an earlier step's cache rows), landing one
-// after the other at dst: the writes, ordered before this thread by the waits and barriers since,
-// are made visible to the copies' (async) proxy first.
-__device__ __forceinline__ void fd_stage_issue_written(uint64_t* bar, void* dst, const void* src_a, uint32_t bytes_a,
-                                                       const void* src_b, uint32_t bytes_b) {
-#if FD_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const uint32_t b = static_cast<uint32_t>(__cvta_generic_to_shared(bar));
-  asm volatile("fence.proxy.async;" ::: "memory");
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(bytes_a + bytes_b) : "memory");
-  fd_stage_bulk(b, dst, src_a, bytes_a);
-  fd_stage_bulk(b, static_cast<char*>(dst) + bytes_a, src_b, bytes_b);
-#else
-  (void)bar, (void)dst, (void)src_a, (void)bytes_a, (void)src_b, (void)bytes_b;
 #endif
 }
 

@@ -19,8 +19,7 @@
 // Staging: a task whose weights are one contiguous range that fits the stage (a shared-memory
 // buffer beside the tasks' scratch; host table fleet_decode.kernels.staging) has that range copied
 // there BEFORE the worker waits for the task's inputs: bulk copies (TMA) completing on an mbarrier
-// on sm_90, a block copy elsewhere. The task then reads its weights from shared memory. An attention
-// chunk's cache rows from earlier steps are sent there the same way (fd_stage_chunk_rows, sm_90).
+// on sm_90, a block copy elsewhere. The task then reads its weights from shared memory.
 //
 // Stop: the ARGMAX task publishes each token to host-mapped memory (the host prints while the
 // kernel runs) and, if the token is a stop id, records its step; every worker checks that record
@@ -160,28 +159,6 @@ __device__ __forceinline__ bool fd_send_successor_tile(const fd_launch_args& a, 
   return true;
 }
 
-// An attention chunk's cache rows do not depend on this step's activations, save the row the step
-// appends: the ones this worker is sure to see written (the ordering below) are copied into the stage
-// before the chunk waits for q, by the block's last thread. Returns how many rows, from the chunk's
-// first, were sent (0: none). Rows below pos were appended at earlier steps, so every task of this
-// step comes after them, and a task of this worker ran earlier in this step, unless the chunk is the
-// worker's first task of the step: then only rows below pos - 1 are sure (its previous task, of step
-// - 1, comes after step - 2), or all rows below pos at the launch's first step (written before it).
-__device__ __forceinline__ int fd_stage_chunk_rows(const fd_launch_args& a, const int* rec, int pos, bool first_of_step,
-                                                   bool first_step, uint64_t* barrier, unsigned char* stage) {
-  const int b0 = rec[FD_T_TILE_BEGIN];
-  const int written = first_of_step && !first_step ? pos - 1 : pos;
-  const int rows = min(rec[FD_T_TILE_END], written) - b0;
-  const uint32_t ckv_bytes = static_cast<uint32_t>(max(rows, 0)) * kLatent * sizeof(fd_bf16);
-  const uint32_t kpe_bytes = static_cast<uint32_t>(max(rows, 0)) * kRope * sizeof(fd_bf16);
-  if (rows <= 0 || ckv_bytes + kpe_bytes > static_cast<uint32_t>(a.stage_bytes)) return 0;
-  const fd_bf16* ckv = static_cast<const fd_bf16*>(a.buffers[rec[FD_T_BUF0 + FD_ATTN_CHUNK_BUF_CKV]]);
-  const fd_bf16* kpe = static_cast<const fd_bf16*>(a.buffers[rec[FD_T_BUF0 + FD_ATTN_CHUNK_BUF_KPE]]);
-  fd_stage_issue_written(barrier, stage, ckv + static_cast<size_t>(b0) * kLatent, ckv_bytes,
-                         kpe + static_cast<size_t>(b0) * kRope, kpe_bytes);
-  return rows;
-}
-
 // Thread 0 waits until *counter >= target; false if the watchdog fired or another worker aborted.
 // Only thread 0 calls it; the caller publishes the outcome to the block.
 __device__ bool fd_wait_counter(const fd_launch_args& a, unsigned long long timeout_ticks, const int* counter,
@@ -279,7 +256,6 @@ struct fd_stage_state {
   uint64_t* barrier;
   uint32_t* parity;  // this thread's copy of the barrier's phase
   bool bulk;
-  int chunk_rows;  // an attention chunk's first cache rows staged (fd_stage_chunk_rows), 0: none
 };
 
 __device__ __forceinline__ void fd_run_task(const fd_launch_args& a, const fd_model_constants& c, const fd_task_view& v, int kind,
@@ -329,14 +305,10 @@ __device__ __forceinline__ void fd_run_task(const fd_launch_args& a, const fd_mo
       break;
     case FD_KIND_ATTN_CHUNK: {
       float* part_ml = F(FD_ATTN_CHUNK_BUF_PART_ML) + 2 * slot * kHeads;
-      // The staged rows lie in the stage as [rows][kLatent] then [rows][kRope], indexed like the caches.
-      const fd_bf16* ckv_staged = reinterpret_cast<const fd_bf16*>(stage.base) - static_cast<size_t>(b0) * kLatent;
-      const fd_bf16* kpe_staged = reinterpret_cast<const fd_bf16*>(stage.base) +
-                                  static_cast<size_t>(stage.chunk_rows) * kLatent - static_cast<size_t>(b0) * kRope;
       fd_task_attention_chunk(F(FD_ATTN_CHUNK_BUF_Q_LAT), F(FD_ATTN_CHUNK_BUF_Q_PE), M(FD_ATTN_CHUNK_BUF_CKV),
                               M(FD_ATTN_CHUNK_BUF_KPE), pos + 1, b0, b1, c.attn_scale, part_ml,
                               part_ml + 1, 2, F(FD_ATTN_CHUNK_BUF_PART_O) + static_cast<size_t>(slot) * kHeads * kLatent,
-                              smem, ckv_staged, kpe_staged, b0 + stage.chunk_rows);
+                              smem);
       break;
     }
     case FD_KIND_ATTN_MERGE_UV: {
@@ -501,7 +473,6 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
   extern __shared__ __align__(128) unsigned char fd_smem[];
   __shared__ __align__(8) uint64_t stage_barrier;
   __shared__ int proceed, last_adder;
-  __shared__ int chunk_rows;  // the current task's staged cache rows (an attention chunk's), from the last thread
   __shared__ fd_task_view view;
   __shared__ fd_model_constants constants;
   __shared__ int triggers_s[kTriggersCached];  // FD_E_TRIGGERS of the first kTriggersCached events
@@ -567,15 +538,9 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
                                                 out_event, &stage_barrier, stage)
                              ? i + 1
                              : -1;
-          // A chunk whose stage holds its successor's tile reads its rows from the caches.
-          chunk_rows = kStaging && kind == FD_KIND_ATTN_CHUNK && sent_ahead < 0 && a.stage_bytes > 0
-                           ? fd_stage_chunk_rows(a, rec, a.pos0 + step, i == first, step == 0, &stage_barrier, stage)
-                           : 0;
         }
-      } else {
-        if (staged_slot >= 0)
-          fd_stage_copy(stage, static_cast<const char*>(a.weights[staged_slot]) + st[1], static_cast<uint32_t>(st[2]));
-        if (threadIdx.x == blockDim.x - 1) chunk_rows = 0;
+      } else if (staged_slot >= 0) {
+        fd_stage_copy(stage, static_cast<const char*>(a.weights[staged_slot]) + st[1], static_cast<uint32_t>(st[2]));
       }
       fd_resolve_task(a, h, rec, view);  // published to the block by the barrier after the wait
       if (threadIdx.x == 0) {
@@ -601,19 +566,18 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
           const int stopped = fd_load_acquire(a.stopped_at);
           ok = stopped == 0 || stopped > step;
         }
+        if (tr != nullptr && staged_slot >= 0)
+          tr[FD_TR_RESIDENT] = !bulk_stage || fd_stage_test(&stage_barrier, stage_parity) ? 1 : 2;
         proceed = ok;  // the whole block reads what the signallers published once the barrier below passes
       }
       __syncthreads();
-      const bool stage_filled = staged_slot >= 0 || chunk_rows > 0;
       if (!proceed) {
         // no copy outlives the block
-        if (bulk_stage && (stage_filled || sent_ahead == i + 1)) fd_stage_wait(&stage_barrier, stage_parity);
+        if (bulk_stage && (staged_slot >= 0 || sent_ahead == i + 1)) fd_stage_wait(&stage_barrier, stage_parity);
         return;
       }
       fd_trace_mark(tr, FD_TR_READY);
-      if (tr != nullptr && stage_filled)
-        tr[FD_TR_RESIDENT] = !bulk_stage || fd_stage_test(&stage_barrier, stage_parity) ? 1 : 2;
-      if (stage_filled && bulk_stage) {
+      if (staged_slot >= 0 && bulk_stage) {
         fd_stage_wait(&stage_barrier, stage_parity);
         stage_parity ^= 1;
       }
@@ -624,7 +588,7 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
       float* into = add_group >= 0 ? a.partials + order[3] : adds ? fd_accumulated(view, kind) : nullptr;
       fd_run_task(a, constants, view, kind, step, into, fd_smem, staged_slot,
                   staged_slot >= 0 ? reinterpret_cast<const char*>(stage) - st[1] : nullptr,
-                  fd_stage_state{stage, &stage_barrier, &stage_parity, bulk_stage, chunk_rows});
+                  fd_stage_state{stage, &stage_barrier, &stage_parity, bulk_stage});
       __syncthreads();
       if (add_group >= 0) {
         if (threadIdx.x == 0) {

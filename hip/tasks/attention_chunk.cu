@@ -16,35 +16,18 @@ __host__ __device__ constexpr int fd_attention_chunk_smem_bytes() {
   return (kHeads * kLatent + kHeads * kRope + kHeads * kMaxChunk) * 4;
 }
 
-// q (36 KB, just written by other workers) into shared memory with all of a thread's loads in
-// flight: one L2 round trip. fp32 q_pe lies right after q_lat there, so both are one gather.
-__device__ __forceinline__ void fd_chunk_load_q(float* q_s, const float* q_lat, const float* q_pe) {
-  constexpr int kLat4 = kHeads * kLatent / 4, kAll4 = kLat4 + kHeads * kRope / 4;
-  const float4* lat4 = reinterpret_cast<const float4*>(q_lat);
-  const float4* pe4 = reinterpret_cast<const float4*>(q_pe);
-  fd_block_gather<(kAll4 + FD_RUNTIME_THREADS - 1) / FD_RUNTIME_THREADS>(
-      reinterpret_cast<float4*>(q_s), kAll4, [&](int i) { return i < kLat4 ? lat4[i] : pe4[i - kLat4]; });
-}
-__device__ __forceinline__ void fd_chunk_load_q(float* q_s, const float* q_lat, const fd_bf16* q_pe) {
-  fd_block_copy<4>(reinterpret_cast<float4*>(q_s), reinterpret_cast<const float4*>(q_lat), kHeads * kLatent / 4);
-  fd_block_to_float<4>(q_s + kHeads * kLatent, q_pe, kHeads * kRope);
-}
-
-// Cache rows t < staged_end are read from ckv_staged / kpe_staged instead: copies the runtime made in
-// shared memory before the task's inputs were ready, indexed like the caches (staged_end <= t_begin:
-// none; the current position's row, written this step, is never among them).
 template <class Act>
 __device__ void fd_task_attention_chunk(const float* q_lat, const Act* q_pe, const fd_bf16* ckv_cache,
                                         const fd_bf16* kpe_cache, int n_pos, int t_begin, int t_end, float scale,
-                                        float* part_m, float* part_l, int ml_stride, float* part_o, void* smem,
-                                        const fd_bf16* ckv_staged = nullptr, const fd_bf16* kpe_staged = nullptr,
-                                        int staged_end = 0) {
+                                        float* part_m, float* part_l, int ml_stride, float* part_o, void* smem) {
   float* q_lat_s = static_cast<float*>(smem);      // [kHeads][kLatent]
   float* q_pe_s = q_lat_s + kHeads * kLatent;      // [kHeads][kRope]
   float* prob_s = q_pe_s + kHeads * kRope;         // [kHeads][kMaxChunk]
   const int t1 = min(t_end, n_pos);
   const int len = max(0, t1 - t_begin);
-  fd_chunk_load_q(q_lat_s, q_lat, q_pe);
+  // q (36 KB, just written by other workers: an L2 round trip) with all of a thread's loads in flight.
+  fd_block_copy<4>(reinterpret_cast<float4*>(q_lat_s), reinterpret_cast<const float4*>(q_lat), kHeads * kLatent / 4);
+  fd_block_to_float<4>(q_pe_s, q_pe, kHeads * kRope);
   __syncthreads();
 
   // Scores: a warp takes kScorePositions positions at a time; lanes split each position's 576
@@ -60,16 +43,13 @@ __device__ void fd_task_attention_chunk(const float* q_lat, const Act* q_pe, con
 #pragma unroll
     for (int p = 0; p < kScorePositions; ++p) {
       // Past the end of the chunk: reload its last row (its score is not stored).
-      const int row = t_begin + min(t + p, len - 1);
-      const bool staged = row < staged_end;
-      const fd_bf16* ckv_row = (staged ? ckv_staged : ckv_cache) + static_cast<size_t>(row) * kLatent;
-      const fd_bf16* kpe_row = (staged ? kpe_staged : kpe_cache) + static_cast<size_t>(row) * kRope;
+      const size_t row = static_cast<size_t>(t_begin + min(t + p, len - 1));
 #pragma unroll
       for (int i = 0; i < kVecPerLane; ++i) {
         const int v = fd_lane() + i * kWarpSize;
         kv[p][i] = v >= kRowVec   ? fd_vec16{0, 0, 0, 0}
-                   : v < kLatVec ? fd_load16(ckv_row + v * kVecElems)
-                                 : fd_load16(kpe_row + (v - kLatVec) * kVecElems);
+                   : v < kLatVec ? fd_load16(ckv_cache + row * kLatent + v * kVecElems)
+                                 : fd_load16(kpe_cache + row * kRope + (v - kLatVec) * kVecElems);
       }
     }
     float acc[kScorePositions][kHeads];
@@ -132,12 +112,9 @@ __device__ void fd_task_attention_chunk(const float* q_lat, const Act* q_pe, con
     for (int t0 = 0; t0 < len; t0 += kRowBatch) {
       fd_vec16 rows[kRowBatch];
 #pragma unroll
-      for (int b = 0; b < kRowBatch; ++b) {
-        const int row = t_begin + t0 + b;
-        rows[b] = t0 + b < len ? fd_load16((row < staged_end ? ckv_staged : ckv_cache) +
-                                           static_cast<size_t>(row) * kLatent + cv * kVecElems)
+      for (int b = 0; b < kRowBatch; ++b)
+        rows[b] = t0 + b < len ? fd_load16(ckv_cache + static_cast<size_t>(t_begin + t0 + b) * kLatent + cv * kVecElems)
                                : fd_vec16{0, 0, 0, 0};
-      }
 #pragma unroll
       for (int b = 0; b < kRowBatch; ++b) {
         if (t0 + b < len) {

@@ -91,15 +91,15 @@ __device__ __forceinline__ void fd_store_x8(float* xs, int v, const float x[8]) 
 // trip per iteration). These copies issue a batch of kBatch iterations' loads, predicated, before
 // storing any of them.
 
-// dst[i] = load(i) for i < n, kBatch loads in flight per thread.
-template <int kBatch, class To, class Load>
-__device__ __forceinline__ void fd_block_gather(To* dst, int n, Load load) {
+// dst[i] = convert(src[i]) for i < n, kBatch loads in flight per thread.
+template <int kBatch, class To, class From, class Convert>
+__device__ __forceinline__ void fd_block_load(To* dst, const From* src, int n, Convert convert) {
   for (int base = threadIdx.x; base < n; base += kBatch * blockDim.x) {
     To v[kBatch];
 #pragma unroll
     for (int k = 0; k < kBatch; ++k) {
       const int i = base + k * blockDim.x;
-      v[k] = i < n ? load(i) : To{};
+      v[k] = i < n ? convert(src[i]) : To{};
     }
 #pragma unroll
     for (int k = 0; k < kBatch; ++k) {
@@ -107,12 +107,6 @@ __device__ __forceinline__ void fd_block_gather(To* dst, int n, Load load) {
       if (i < n) dst[i] = v[k];
     }
   }
-}
-
-// dst[i] = convert(src[i]) for i < n.
-template <int kBatch, class To, class From, class Convert>
-__device__ __forceinline__ void fd_block_load(To* dst, const From* src, int n, Convert convert) {
-  fd_block_gather<kBatch>(dst, n, [&](int i) { return convert(src[i]); });
 }
 
 // dst[i] = src[i] (16-byte values, e.g. float4).
