@@ -164,6 +164,7 @@ def speed_variants(n_prompt: int, n_tokens: int) -> dict[str, Variant]:
         "absorb_parts=2": Variant({"absorb_parts": 2}),
         "absorb_parts=8": Variant({"absorb_parts": 8}),
         "attn_chunk=32": Variant({"attn_chunk": 32}),
+        "attn_chunk=64": Variant({"attn_chunk": 64}),
         "heads_per_tile=2": Variant({"heads_per_tile": 2}),
         "task_overhead=32768": Variant({"task_overhead": 32768}),
     }
