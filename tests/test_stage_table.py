@@ -6,7 +6,8 @@ import pytest
 
 from fleet_decode.graph import Plan, build_graph
 from fleet_decode.graph.format import Kind
-from fleet_decode.kernels.staging import DEVICE_BYTES, NOT_STAGED, STAGED_KINDS, WORDS, stage_table
+from fleet_decode.kernels.runtime import Tuning
+from fleet_decode.kernels.staging import DEVICE_BYTES, NOT_STAGED, STAGEABLE_KINDS, STAGED_KINDS, WORDS, stage_table
 from fleet_decode.model import get_config
 
 CAPACITY = 128 * 1024
@@ -35,11 +36,30 @@ def test_staged_ranges_lie_inside_their_weight_and_fit(graph):
         assert begin + nbytes <= _bytes(graph, slot), graph.tasks[i].name
 
 
-def test_every_attention_chain_kind_is_staged_at_132_workers(graph):
-    table = stage_table(graph, CAPACITY)
-    for kind in STAGED_KINDS:
+def test_every_stageable_kind_is_staged_at_132_workers(graph):
+    table = stage_table(graph, CAPACITY, kinds=STAGEABLE_KINDS)
+    for kind in STAGEABLE_KINDS:
         tasks = [i for i, t in enumerate(graph.tasks) if t.kind == kind]
         assert tasks and all(table[i, 0] >= 0 for i in tasks), kind.name
+
+
+def test_only_the_kinds_asked_for_are_staged(graph):
+    kinds = (Kind.ATTN_MERGE_UV, Kind.ROUTER)
+    table = stage_table(graph, CAPACITY, kinds=kinds)
+    staged_kinds = {graph.tasks[i].kind for i in range(len(graph.tasks)) if table[i, 0] >= 0}
+    assert staged_kinds == set(kinds)
+    assert set(STAGED_KINDS) <= set(STAGEABLE_KINDS)
+    # the default table is the default kinds'
+    default = stage_table(graph, CAPACITY)
+    assert {graph.tasks[i].kind for i in range(len(graph.tasks)) if default[i, 0] >= 0} == set(STAGED_KINDS)
+
+
+def test_tuning_names_the_staged_kinds_and_refuses_others():
+    assert Tuning().kinds() == STAGED_KINDS
+    assert Tuning(staged_kinds=("ROUTER", "ATTN_MERGE_UV")).kinds() == (Kind.ROUTER, Kind.ATTN_MERGE_UV)
+    assert Tuning(staged_kinds=()).kinds() == ()
+    with pytest.raises(ValueError, match="LM_HEAD"):
+        Tuning(staged_kinds=("LM_HEAD",))
 
 
 def test_a_stage_of_tiles_stages_its_matrix_exactly_once(graph):

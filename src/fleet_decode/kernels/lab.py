@@ -147,6 +147,16 @@ class Variant:
     library: str | None = None  # another build of the kernels (None: this GPU's build dir)
 
 
+STAGED_KIND_SETS = {
+    "all": ("RMSNORM_GEMV", "ROPE_Q_ABSORB", "ATTN_MERGE_UV", "O_PROJ_RESIDUAL", "ROUTER"),
+    "no q/kv": ("ROPE_Q_ABSORB", "ATTN_MERGE_UV", "O_PROJ_RESIDUAL", "ROUTER"),
+    "no o_proj": ("RMSNORM_GEMV", "ROPE_Q_ABSORB", "ATTN_MERGE_UV", "ROUTER"),
+    "no q/kv,o_proj": ("ROPE_Q_ABSORB", "ATTN_MERGE_UV", "ROUTER"),
+    "no q/kv,o_proj,router": ("ROPE_Q_ABSORB", "ATTN_MERGE_UV"),
+    "merge only": ("ATTN_MERGE_UV",),
+}
+
+
 def speed_variants(n_prompt: int, n_tokens: int) -> dict[str, Variant]:
     """What `--sweep` times, each a change to decode_plan() and Tuning() (docs/megakernel.md "Speed";
     earlier sweeps' variants, L2 prefetch and fenced sync among them, are in docs/measurements/)."""
@@ -154,6 +164,9 @@ def speed_variants(n_prompt: int, n_tokens: int) -> dict[str, Variant]:
         "default": Variant(),  # decode_plan + Tuning(): cache sized to the decode, its chunks, staged weights
         "stage off": Variant(tuning=Tuning(stage=False)),
         "stage 64 KiB": Variant(tuning=Tuning(stage_kib=64)),
+        # Which kinds' tiles are staged (staging.STAGEABLE_KINDS; each copy is HBM traffic beside what
+        # runs when it is issued: q/kv during the previous layer's experts, o_proj during attention).
+        **{f"stage {name}": Variant(tuning=Tuning(staged_kinds=kinds)) for name, kinds in STAGED_KIND_SETS.items()},
         "moe split-k": Variant({"moe_tiles": "split-k"}),
         "moe split-k shared 44": Variant({"moe_tiles": "split-k", "split_k_shared_tiles": 44}),
         "moe split-k shared 22": Variant({"moe_tiles": "split-k", "split_k_shared_tiles": 22}),

@@ -54,13 +54,25 @@ class LaunchArgs(ctypes.Structure):
 class Tuning:
     """Launch-time knobs of the runtime (no rebuild of the graph; docs/megakernel.md "Speed").
     stage: copy each task's weight tile into shared memory before waiting for its inputs
-    (fleet_decode.kernels.staging); stage_kib caps the stage (None: all the runtime was built with)."""
+    (fleet_decode.kernels.staging); stage_kib caps the stage (None: all the runtime was built with);
+    staged_kinds names the kinds staged (None: staging.STAGED_KINDS)."""
     stage: bool = True
     stage_kib: int | None = None
+    staged_kinds: tuple[str, ...] | None = None
 
     def __post_init__(self):
         if self.stage_kib is not None and self.stage_kib < 0:
             raise ValueError(f"bad tuning {self}")
+        stageable = [k.name for k in staging.STAGEABLE_KINDS]
+        unknown = [k for k in self.staged_kinds or () if k not in stageable]
+        if unknown:
+            raise ValueError(f"staged_kinds {unknown} cannot be staged; the runtime stages {stageable}")
+
+    def kinds(self) -> tuple:
+        """The Kind values staged."""
+        if self.staged_kinds is None:
+            return staging.STAGED_KINDS
+        return tuple(Kind[name] for name in self.staged_kinds)
 
 
 class MegakernelError(RuntimeError):
@@ -188,7 +200,7 @@ class Megakernel:
         self.add_order = torch.from_numpy(order).to(self.device)
         self.stage_capacity = self.lib.fd_megakernel_stage_capacity()
         self.stage_table = torch.from_numpy(staging.stage_table(
-            self.graph, self.stage_capacity, [t.data_ptr() for t in self.weights])).to(self.device)
+            self.graph, self.stage_capacity, [t.data_ptr() for t in self.weights], tuning.kinds())).to(self.device)
         self.counters = torch.zeros(len(self.graph.events), dtype=torch.int32, device=self.device)
         self.arrivals = torch.zeros(max(1, n_groups), dtype=torch.int32, device=self.device)
         self.partials = torch.zeros(max(1, n_scratch), dtype=torch.float32, device=self.device)

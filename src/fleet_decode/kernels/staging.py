@@ -17,14 +17,18 @@ WORDS = 3  # FD_STAGE_WORDS: [weight slot, byte offset, bytes]; slot -1: not sta
 NOT_STAGED = (-1, 0, 0)
 # The kinds whose task functions take the weight-load policy (hip/tasks/common.h fd_staged_weights):
 # the attention chain and the router, whose tiles fit a stage; expert and lm_head tiles do not.
-STAGED_KINDS = (Kind.RMSNORM_GEMV, Kind.ROPE_Q_ABSORB, Kind.ATTN_MERGE_UV, Kind.O_PROJ_RESIDUAL, Kind.ROUTER)
+STAGEABLE_KINDS = (Kind.RMSNORM_GEMV, Kind.ROPE_Q_ABSORB, Kind.ATTN_MERGE_UV, Kind.O_PROJ_RESIDUAL, Kind.ROUTER)
+# The ones staged by default (Tuning.staged_kinds overrides): a stage copy is HBM traffic beside
+# whatever else runs when it is issued, so staging a kind can cost more than it saves.
+STAGED_KINDS = STAGEABLE_KINDS
 DEVICE_BYTES = {DType.F32: 4, DType.I32: 4, DType.MODEL: 2}  # the device keeps MODEL weights in bf16
 ALIGN = 16
 
 
-def staged_range(task, graph):
-    """(weight slot, byte offset, bytes) of the task's one static matrix range, or None."""
-    if task.kind not in STAGED_KINDS:
+def staged_range(task, graph, kinds=STAGED_KINDS):
+    """(weight slot, byte offset, bytes) of the task's one static matrix range, or None (also for a
+    kind not among `kinds`)."""
+    if task.kind not in kinds or task.kind not in STAGEABLE_KINDS:
         return None
     reads = [r for r in weight_reads(task, graph) if r.part == -1 and len(graph.weights[r.weight].shape) > 1]
     if len(reads) != 1:
@@ -34,13 +38,13 @@ def staged_range(task, graph):
     return read.weight, read.begin * read.cols * size, read.elements * size
 
 
-def stage_table(graph, capacity: int, weight_addresses=None) -> np.ndarray:
-    """int64 [n_tasks, WORDS]: each task's staged range, NOT_STAGED where it has none, where the range
-    exceeds `capacity` bytes, or (given the weights' device addresses) where a bulk copy of it would be
-    misaligned."""
+def stage_table(graph, capacity: int, weight_addresses=None, kinds=STAGED_KINDS) -> np.ndarray:
+    """int64 [n_tasks, WORDS]: each task's staged range, NOT_STAGED where it has none, where its kind is
+    not among `kinds`, where the range exceeds `capacity` bytes, or (given the weights' device
+    addresses) where a bulk copy of it would be misaligned."""
     table = np.tile(np.array(NOT_STAGED, dtype=np.int64), (len(graph.tasks), 1))
     for i, task in enumerate(graph.tasks):
-        found = staged_range(task, graph)
+        found = staged_range(task, graph, kinds)
         if found is None:
             continue
         slot, begin, nbytes = found
