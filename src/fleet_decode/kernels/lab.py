@@ -151,8 +151,8 @@ STAGED_KIND_SETS = {
     "all": ("RMSNORM_GEMV", "ROPE_Q_ABSORB", "ATTN_MERGE_UV", "O_PROJ_RESIDUAL", "ROUTER"),
     "no q/kv": ("ROPE_Q_ABSORB", "ATTN_MERGE_UV", "O_PROJ_RESIDUAL", "ROUTER"),
     "no o_proj": ("RMSNORM_GEMV", "ROPE_Q_ABSORB", "ATTN_MERGE_UV", "ROUTER"),
-    "no q/kv,o_proj": ("ROPE_Q_ABSORB", "ATTN_MERGE_UV", "ROUTER"),
-    "no q/kv,o_proj,router": ("ROPE_Q_ABSORB", "ATTN_MERGE_UV"),
+    "no q/kv+o_proj": ("ROPE_Q_ABSORB", "ATTN_MERGE_UV", "ROUTER"),
+    "no q/kv+o_proj+router": ("ROPE_Q_ABSORB", "ATTN_MERGE_UV"),
     "merge only": ("ATTN_MERGE_UV",),
 }
 
