@@ -197,12 +197,13 @@ struct fd_staged_weights {
   static __device__ __forceinline__ fd_vec16 load(const void* p) { return fd_load_shared16(p); }
 };
 
-// NR dot products rows[r] . xs[r] of bf16 weight rows with activation vectors (bf16 or fp32),
+// NR dot products rows[r] . xs of bf16 weight rows with ONE activation vector (bf16 or fp32),
 // length n (a multiple of 8), computed by ONE warp: every lane streams 16-byte pieces of the
 // rows, kStreamUnroll pieces per row in flight before the first is used; fp32 accumulation.
-// Returns the full sums in every lane.
+// Each piece of xs is read once for all NR rows (it lies in shared memory, whose bandwidth a read
+// per row would spend NR times). Returns the full sums in every lane.
 template <int NR, class XT, class WL = fd_global_weights>
-__device__ __forceinline__ void fd_warp_rows_dot(const fd_bf16* const (&rows)[NR], const XT* const (&xs)[NR], int n,
+__device__ __forceinline__ void fd_warp_rows_dot(const fd_bf16* const (&rows)[NR], const XT* xs, int n,
                                                  float (&out)[NR]) {
   const int n_vec = n / kVecElems;
   float acc[NR];
@@ -221,12 +222,10 @@ __device__ __forceinline__ void fd_warp_rows_dot(const fd_bf16* const (&rows)[NR
     for (int u = 0; u < kStreamUnroll; ++u) {
       const int v = base + u * kWarpSize;
       if (v < n_vec) {
+        float x[8];
+        fd_load_x8(xs, v, x);
 #pragma unroll
-        for (int r = 0; r < NR; ++r) {
-          float x[8];
-          fd_load_x8(xs[r], v, x);
-          acc[r] += fd_dot8(w[r][u], x);
-        }
+        for (int r = 0; r < NR; ++r) acc[r] += fd_dot8(w[r][u], x);
       }
     }
   }
@@ -243,14 +242,11 @@ __device__ __forceinline__ void fd_gemv_rows(const fd_bf16* W, int n, const XT* 
                                              Emit emit) {
   for (int r = row_begin + kGemvRowsPerPass * fd_warp(); r < row_end; r += kGemvRowsPerPass * fd_num_warps()) {
     const fd_bf16* rows[kGemvRowsPerPass];
-    const XT* x[kGemvRowsPerPass];
 #pragma unroll
-    for (int k = 0; k < kGemvRowsPerPass; ++k) {
+    for (int k = 0; k < kGemvRowsPerPass; ++k)
       rows[k] = W + static_cast<size_t>(min(r + k, row_end - 1)) * n;  // past the end: recompute the last row
-      x[k] = xs;
-    }
     float dots[kGemvRowsPerPass];
-    fd_warp_rows_dot<kGemvRowsPerPass, XT, WL>(rows, x, n, dots);
+    fd_warp_rows_dot<kGemvRowsPerPass, XT, WL>(rows, xs, n, dots);
 #pragma unroll
     for (int k = 0; k < kGemvRowsPerPass; ++k)
       if (r + k < row_end) emit(r + k, dots[k]);
@@ -267,16 +263,14 @@ __device__ __forceinline__ void fd_gate_up_rows(const Act* xs, const fd_bf16* ga
   constexpr int kRowsPerPass = 2;
   for (int r = row_begin + kRowsPerPass * fd_warp(); r < row_end; r += kRowsPerPass * fd_num_warps()) {
     const fd_bf16* rows[2 * kRowsPerPass];
-    const Act* xv[2 * kRowsPerPass];
 #pragma unroll
     for (int k = 0; k < kRowsPerPass; ++k) {
       const size_t row = static_cast<size_t>(min(r + k, row_end - 1)) * n;
       rows[2 * k] = gate + row;
       rows[2 * k + 1] = up + row;
-      xv[2 * k] = xv[2 * k + 1] = xs;
     }
     float dots[2 * kRowsPerPass];
-    fd_warp_rows_dot<2 * kRowsPerPass>(rows, xv, n, dots);
+    fd_warp_rows_dot<2 * kRowsPerPass>(rows, xs, n, dots);
 #pragma unroll
     for (int k = 0; k < kRowsPerPass; ++k)
       if (fd_lane() == 0 && r + k < row_end) {
@@ -298,15 +292,14 @@ __device__ __forceinline__ void fd_wuv_rows(const float* lat_s, int head_first, 
                                             int row_end, Act* attn_out) {
   for (int r = row_begin + kWuvRowsPerPass * fd_warp(); r < row_end; r += kWuvRowsPerPass * fd_num_warps()) {
     const fd_bf16* rows[kWuvRowsPerPass];
-    const float* xs[kWuvRowsPerPass];
 #pragma unroll
     for (int k = 0; k < kWuvRowsPerPass; ++k) {
       const int rk = min(r + k, row_end - 1), h = rk / kVHead, d = rk % kVHead;
       rows[k] = kv_b + (static_cast<size_t>(h) * kKvbHead + kNope + d) * kLatent;
-      // r's head for every row of the pass (they share it: r and kVHead are multiples of 8, and a
-      // row clamped to row_end - 1 is discarded): one read of out_lat serves all eight rows.
-      xs[k] = lat_s + (r / kVHead - head_first) * kLatent;
     }
+    // r's head for every row of the pass (they share it: r and kVHead are multiples of 8, and a row
+    // clamped to row_end - 1 is discarded): one read of out_lat serves all eight rows.
+    const float* xs = lat_s + (r / kVHead - head_first) * kLatent;
     float dots[kWuvRowsPerPass];
     fd_warp_rows_dot<kWuvRowsPerPass, float, WL>(rows, xs, kLatent, dots);
 #pragma unroll
