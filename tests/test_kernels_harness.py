@@ -62,7 +62,8 @@ class TorchTaskKernels:
         for h, head in enumerate(q.view(q_pe_out.shape[0], -1)):
             q_pe_out[h] = rotate(head[-q_pe_out.shape[1]:], cos[pos], sin[pos], q.dtype)
 
-    def attention_chunk(self, q_lat, q_pe, ckv_cache, kpe_cache, n_pos, chunk_len, scale, part_m, part_l, part_o):
+    def attention_chunk(self, q_lat, q_pe, ckv_cache, kpe_cache, n_pos, chunk_len, scale, part_m, part_l, part_o,
+                        head_groups=1):
         for c in range(part_m.shape[0]):
             t0, t1 = c * chunk_len, min((c + 1) * chunk_len, n_pos)
             if t0 >= t1:
@@ -240,6 +241,16 @@ class SumsAllButTheLastRow(TorchTaskKernels):
         super().sum_partials(partials[:-1], into, rows_per_tile)
 
 
+class ChunkWritesOnlyItsFirstHeadGroup(TorchTaskKernels):
+    def attention_chunk(self, q_lat, q_pe, ckv_cache, kpe_cache, n_pos, chunk_len, scale, part_m, part_l, part_o,
+                        head_groups=1):
+        heads = q_lat.shape[0] // head_groups
+        full = [t.clone() for t in (part_m, part_l, part_o)]
+        super().attention_chunk(q_lat, q_pe, ckv_cache, kpe_cache, n_pos, chunk_len, scale, *full)
+        for out, t in zip((part_m, part_l, part_o), full):
+            out[:, :heads] = t[:, :heads]
+
+
 class DropsTheResidual(TorchTaskKernels):
     def rmsnorm_gemv(self, x, norm_weight, eps, W, out, rows_per_tile, residual=None):
         super().rmsnorm_gemv(x, norm_weight, eps, W, out, rows_per_tile)
@@ -248,6 +259,7 @@ class DropsTheResidual(TorchTaskKernels):
 @pytest.mark.parametrize("model, kind", [
     (UnwrittenRow, "RMSNORM_GEMV"),
     (DropsTheResidual, "O_PROJ_RESIDUAL"),
+    (ChunkWritesOnlyItsFirstHeadGroup, "ATTN_CHUNK"),
     (HalvesRope, "CACHE_APPEND"),
     (WritesOtherCacheRows, "CACHE_APPEND"),
     (LastIndexOnTies, "ARGMAX"),

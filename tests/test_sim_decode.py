@@ -67,6 +67,21 @@ def test_shared_experts_in_two_parts_match_reference(source, workers, schedule):
     assert_follows_reference(result, source)
 
 
+@pytest.mark.parametrize("workers", [3, 17])
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_attention_chunks_cut_by_heads_match_reference(source, workers, schedule):
+    """Every chunk's heads in one task each (Plan.attn_head_groups = the model's heads): the tasks of a
+    chunk write their own heads' rows of its partials, and the merge reads them as one chunk's."""
+    model, ids, *_ = case(source)
+    heads = model.config.num_attention_heads
+    plan = dataclasses.replace(sim_plan(workers, len(ids) + TOKENS, TOKENS), attn_head_groups=heads)
+    chunks = [t for t in build_graph(model.config, plan).tasks if t.kind == Kind.ATTN_CHUNK and t.layer == 0]
+    assert {t.args for t in chunks} == {(h, h + 1) for h in range(heads)}
+    assert len(chunks) == heads * len({t.slot for t in chunks})
+    result = simulate(model, ids, TOKENS, plan=plan, schedule=schedule, seed=workers)
+    assert_follows_reference(result, source)
+
+
 def test_tokens_are_not_degenerate():
     """Guards the test above: a model that always emits one token would make agreement cheap."""
     assert len(set(case("tiny")[2])) > 1

@@ -60,9 +60,9 @@ def model_and_ids():
     return model, ids[:PROMPT]
 
 
-def graph_for(model, workers, moe_tiles="routing-free", shared_parts=1):
+def graph_for(model, workers, moe_tiles="routing-free", shared_parts=1, attn_head_groups=1):
     plan = dataclasses.replace(sim_plan(workers, PROMPT + TOKENS, TOKENS), moe_tiles=moe_tiles,
-                               shared_parts=shared_parts)
+                               shared_parts=shared_parts, attn_head_groups=attn_head_groups)
     return build_graph(model.config, plan)
 
 
@@ -108,6 +108,24 @@ def test_a_removed_split_k_edge_is_reported_as_a_race(model_and_ids, task_name, 
 def test_a_removed_shared_part_edge_is_reported_as_a_race(model_and_ids, task_name, event_name, schedule):
     model, ids = model_and_ids
     intact = graph_for(model, 3, shared_parts=2)
+    assert len(simulate(model, ids, TOKENS, graph=intact, schedule=schedule).tokens) == TOKENS
+    with pytest.raises(SimRace, match="before it was written"):
+        simulate(model, ids, TOKENS, graph=without_edge(intact, task_name, event_name), schedule=schedule, seed=3)
+
+
+# chunks cut by heads (Plan.attn_head_groups = 2): each head group's task waits on the absorb and the cache
+HEAD_GROUP_EDGES = [
+    ("L1.attn_chunk[0.h1]", "L1.q_absorb"),
+    ("L1.attn_chunk[2.h1]", "L1.cache_append"),  # the chunk holding the decoded positions
+    ("L1.attn_merge[1]", "L1.attn_chunk"),
+]
+
+
+@pytest.mark.parametrize("task_name,event_name", HEAD_GROUP_EDGES)
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_a_removed_head_group_edge_is_reported_as_a_race(model_and_ids, task_name, event_name, schedule):
+    model, ids = model_and_ids
+    intact = graph_for(model, 3, attn_head_groups=2)
     assert len(simulate(model, ids, TOKENS, graph=intact, schedule=schedule).tokens) == TOKENS
     with pytest.raises(SimRace, match="before it was written"):
         simulate(model, ids, TOKENS, graph=without_edge(intact, task_name, event_name), schedule=schedule, seed=3)

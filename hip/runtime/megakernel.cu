@@ -308,7 +308,7 @@ __device__ __forceinline__ void fd_run_task(const fd_launch_args& a, const fd_mo
       fd_task_attention_chunk(F(FD_ATTN_CHUNK_BUF_Q_LAT), F(FD_ATTN_CHUNK_BUF_Q_PE), M(FD_ATTN_CHUNK_BUF_CKV),
                               M(FD_ATTN_CHUNK_BUF_KPE), pos + 1, b0, b1, c.attn_scale, part_ml,
                               part_ml + 1, 2, F(FD_ATTN_CHUNK_BUF_PART_O) + static_cast<size_t>(slot) * kHeads * kLatent,
-                              smem);
+                              smem, v.arg[FD_ATTN_CHUNK_ARG_HEAD_BEGIN], v.arg[FD_ATTN_CHUNK_ARG_HEAD_END]);
       break;
     }
     case FD_KIND_ATTN_MERGE_UV: {

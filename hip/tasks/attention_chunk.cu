@@ -16,18 +16,25 @@ __host__ __device__ constexpr int fd_attention_chunk_smem_bytes() {
   return (kHeads * kLatent + kHeads * kRope + kHeads * kMaxChunk) * 4;
 }
 
-template <class Act>
-__device__ void fd_task_attention_chunk(const float* q_lat, const Act* q_pe, const fd_bf16* ckv_cache,
-                                        const fd_bf16* kpe_cache, int n_pos, int t_begin, int t_end, float scale,
-                                        float* part_m, float* part_l, int ml_stride, float* part_o, void* smem) {
-  float* q_lat_s = static_cast<float*>(smem);      // [kHeads][kLatent]
-  float* q_pe_s = q_lat_s + kHeads * kLatent;      // [kHeads][kRope]
-  float* prob_s = q_pe_s + kHeads * kRope;         // [kHeads][kMaxChunk]
+// kH heads from head_first (q_lat, q_pe, part_m, part_l and part_o index all kHeads heads).
+template <int kH, class Act>
+__device__ void fd_attention_chunk_heads(const float* q_lat, const Act* q_pe, const fd_bf16* ckv_cache,
+                                         const fd_bf16* kpe_cache, int n_pos, int t_begin, int t_end, float scale,
+                                         float* part_m, float* part_l, int ml_stride, float* part_o, int head_first,
+                                         void* smem) {
+  q_lat += head_first * kLatent;
+  q_pe += head_first * kRope;
+  part_m += head_first * ml_stride;
+  part_l += head_first * ml_stride;
+  part_o += head_first * kLatent;
+  float* q_lat_s = static_cast<float*>(smem);      // [kH][kLatent]
+  float* q_pe_s = q_lat_s + kH * kLatent;          // [kH][kRope]
+  float* prob_s = q_pe_s + kH * kRope;             // [kH][kMaxChunk]
   const int t1 = min(t_end, n_pos);
   const int len = max(0, t1 - t_begin);
-  // q (36 KB, just written by other workers: an L2 round trip) with all of a thread's loads in flight.
-  fd_block_copy<4>(reinterpret_cast<float4*>(q_lat_s), reinterpret_cast<const float4*>(q_lat), kHeads * kLatent / 4);
-  fd_block_to_float<4>(q_pe_s, q_pe, kHeads * kRope);
+  // q (kH x 2 KB, just written by other workers: an L2 round trip) with all of a thread's loads in flight.
+  fd_block_copy<4>(reinterpret_cast<float4*>(q_lat_s), reinterpret_cast<const float4*>(q_lat), kH * kLatent / 4);
+  fd_block_to_float<4>(q_pe_s, q_pe, kH * kRope);
   __syncthreads();
 
   // Scores: a warp takes kScorePositions positions at a time; lanes split each position's 576
@@ -37,7 +44,8 @@ __device__ void fd_task_attention_chunk(const float* q_lat, const Act* q_pe, con
   constexpr int kLatVec = kLatent / kVecElems, kRopeVec = kRope / kVecElems;
   constexpr int kRowVec = kLatVec + kRopeVec;
   constexpr int kVecPerLane = (kRowVec + kWarpSize - 1) / kWarpSize;
-  constexpr int kScorePositions = 2;
+  // Positions per warp pass: fewer heads leave registers for more positions' loads in flight.
+  constexpr int kScorePositions = kH >= 16 ? 2 : 4;
   for (int t = kScorePositions * fd_warp(); t < len; t += kScorePositions * fd_num_warps()) {
     fd_vec16 kv[kScorePositions][kVecPerLane];
 #pragma unroll
@@ -52,11 +60,11 @@ __device__ void fd_task_attention_chunk(const float* q_lat, const Act* q_pe, con
                                  : fd_load16(kpe_cache + row * kRope + (v - kLatVec) * kVecElems);
       }
     }
-    float acc[kScorePositions][kHeads];
+    float acc[kScorePositions][kH];
 #pragma unroll
     for (int p = 0; p < kScorePositions; ++p)
 #pragma unroll
-      for (int h = 0; h < kHeads; ++h) acc[p][h] = 0.f;
+      for (int h = 0; h < kH; ++h) acc[p][h] = 0.f;
 #pragma unroll
     for (int i = 0; i < kVecPerLane; ++i) {
       const int v = fd_lane() + i * kWarpSize;
@@ -68,7 +76,7 @@ __device__ void fd_task_attention_chunk(const float* q_lat, const Act* q_pe, con
 #pragma unroll
       for (int p = 0; p < kScorePositions; ++p) fd_unpack8(kv[p][i], k8[p]);
 #pragma unroll
-      for (int h = 0; h < kHeads; ++h) {
+      for (int h = 0; h < kH; ++h) {
         float q8[8];
         fd_load_x8(qs + h * q_stride, 0, q8);
 #pragma unroll
@@ -80,7 +88,7 @@ __device__ void fd_task_attention_chunk(const float* q_lat, const Act* q_pe, con
 #pragma unroll
     for (int p = 0; p < kScorePositions; ++p)
 #pragma unroll
-      for (int h = 0; h < kHeads; ++h) {
+      for (int h = 0; h < kH; ++h) {
         const float s = fd_warp_sum(acc[p][h]);
         if (fd_lane() == 0 && t + p < len) prob_s[h * kMaxChunk + t + p] = s * scale;
       }
@@ -88,7 +96,7 @@ __device__ void fd_task_attention_chunk(const float* q_lat, const Act* q_pe, con
   __syncthreads();
 
   // Softmax statistics: one warp per head.
-  for (int h = fd_warp(); h < kHeads; h += fd_num_warps()) {
+  for (int h = fd_warp(); h < kH; h += fd_num_warps()) {
     float m = -INFINITY;
     for (int t = fd_lane(); t < len; t += kWarpSize) m = fmaxf(m, prob_s[h * kMaxChunk + t]);
     m = fd_warp_max(m);
@@ -103,10 +111,11 @@ __device__ void fd_task_attention_chunk(const float* q_lat, const Act* q_pe, con
   }
   __syncthreads();
 
-  // Weighted sum of latent rows: a thread owns 8 columns and 4 heads at a time.
-  constexpr int kHeadsPerPass = 4;
+  // Weighted sum of latent rows: a thread owns 8 columns and kH / 4 heads at a time (with 4 groups of
+  // 64 threads, every thread has heads).
+  constexpr int kHeadsPerPass = kH >= 4 ? kH / 4 : 1;
   const int cv = threadIdx.x % kLatVec, group = threadIdx.x / kLatVec, groups = blockDim.x / kLatVec;
-  for (int h0 = group * kHeadsPerPass; group < groups && h0 < kHeads; h0 += groups * kHeadsPerPass) {
+  for (int h0 = group * kHeadsPerPass; group < groups && h0 < kH; h0 += groups * kHeadsPerPass) {
     float acc[kHeadsPerPass][8] = {};
     constexpr int kRowBatch = 4;  // rows in flight (a run-time trip count would wait for each)
     for (int t0 = 0; t0 < len; t0 += kRowBatch) {
@@ -138,32 +147,63 @@ __device__ void fd_task_attention_chunk(const float* q_lat, const Act* q_pe, con
   }
 }
 
+// Heads [head_begin, head_end) of the chunk (the graph's head groups; all kHeads by default): a
+// task of fewer heads loads only their q and writes only their partials.
+template <class Act>
+__device__ void fd_task_attention_chunk(const float* q_lat, const Act* q_pe, const fd_bf16* ckv_cache,
+                                        const fd_bf16* kpe_cache, int n_pos, int t_begin, int t_end, float scale,
+                                        float* part_m, float* part_l, int ml_stride, float* part_o, void* smem,
+                                        int head_begin = 0, int head_end = kHeads) {
+  const int n = head_end - head_begin;
+  if (n == kHeads) {
+    fd_attention_chunk_heads<kHeads>(q_lat, q_pe, ckv_cache, kpe_cache, n_pos, t_begin, t_end, scale, part_m, part_l,
+                                     ml_stride, part_o, head_begin, smem);
+  } else if (2 * n == kHeads) {
+    fd_attention_chunk_heads<kHeads / 2>(q_lat, q_pe, ckv_cache, kpe_cache, n_pos, t_begin, t_end, scale, part_m,
+                                         part_l, ml_stride, part_o, head_begin, smem);
+  } else if (4 * n == kHeads) {
+    fd_attention_chunk_heads<kHeads / 4>(q_lat, q_pe, ckv_cache, kpe_cache, n_pos, t_begin, t_end, scale, part_m,
+                                         part_l, ml_stride, part_o, head_begin, smem);
+  } else {  // any other count, a head at a time
+    for (int h = head_begin; h < head_end; ++h) {
+      fd_attention_chunk_heads<1>(q_lat, q_pe, ckv_cache, kpe_cache, n_pos, t_begin, t_end, scale, part_m, part_l,
+                                  ml_stride, part_o, h, smem);
+      __syncthreads();  // the next head rewrites the scratch
+    }
+  }
+}
+
 #ifndef FD_NO_STANDALONE
-// One block per chunk of chunk_len positions; chunk c writes part_*[c].
+// One block per chunk of chunk_len positions and group of heads (head_groups per chunk); chunk c
+// writes part_*[c].
 template <class Act>
 __global__ void fd_kernel_attention_chunk(const float* q_lat, const Act* q_pe, const fd_bf16* ckv_cache,
-                                          const fd_bf16* kpe_cache, int n_pos, int chunk_len, float scale,
-                                          float* part_m, float* part_l, float* part_o) {
+                                          const fd_bf16* kpe_cache, int n_pos, int chunk_len, int head_groups,
+                                          float scale, float* part_m, float* part_l, float* part_o) {
   extern __shared__ __align__(16) unsigned char fd_smem[];
-  const int c = blockIdx.x;
+  const int c = blockIdx.x / head_groups, g = blockIdx.x % head_groups, heads = kHeads / head_groups;
   fd_task_attention_chunk(q_lat, q_pe, ckv_cache, kpe_cache, n_pos, c * chunk_len, (c + 1) * chunk_len, scale,
                           part_m + c * kHeads, part_l + c * kHeads, 1,
-                          part_o + static_cast<size_t>(c) * kHeads * kLatent, fd_smem);
+                          part_o + static_cast<size_t>(c) * kHeads * kLatent, fd_smem, g * heads, (g + 1) * heads);
 }
 
 FD_EXPORT int fd_launch_attention_chunk(const float* q_lat, const void* q_pe, const void* ckv_cache,
-                                        const void* kpe_cache, int n_pos, int n_chunks, int chunk_len, float scale,
-                                        float* part_m, float* part_l, float* part_o, int f32, void* stream) {
-  if (chunk_len <= 0 || chunk_len > kMaxChunk || kTaskThreads < kLatent / kVecElems) return -1;
+                                        const void* kpe_cache, int n_pos, int n_chunks, int chunk_len, int head_groups,
+                                        float scale, float* part_m, float* part_l, float* part_o, int f32,
+                                        void* stream) {
+  if (chunk_len <= 0 || chunk_len > kMaxChunk || kTaskThreads < kLatent / kVecElems || head_groups <= 0 ||
+      kHeads % head_groups)
+    return -1;
   const fd_bf16* ckv = static_cast<const fd_bf16*>(ckv_cache);
   const fd_bf16* kpe = static_cast<const fd_bf16*>(kpe_cache);
   auto s = static_cast<fd_stream_t>(stream);
   if (f32)
-    fd_kernel_attention_chunk<<<n_chunks, kTaskThreads, fd_attention_chunk_smem_bytes(), s>>>(
-        q_lat, static_cast<const float*>(q_pe), ckv, kpe, n_pos, chunk_len, scale, part_m, part_l, part_o);
+    fd_kernel_attention_chunk<<<n_chunks * head_groups, kTaskThreads, fd_attention_chunk_smem_bytes(), s>>>(
+        q_lat, static_cast<const float*>(q_pe), ckv, kpe, n_pos, chunk_len, head_groups, scale, part_m, part_l, part_o);
   else
-    fd_kernel_attention_chunk<<<n_chunks, kTaskThreads, fd_attention_chunk_smem_bytes(), s>>>(
-        q_lat, static_cast<const fd_bf16*>(q_pe), ckv, kpe, n_pos, chunk_len, scale, part_m, part_l, part_o);
+    fd_kernel_attention_chunk<<<n_chunks * head_groups, kTaskThreads, fd_attention_chunk_smem_bytes(), s>>>(
+        q_lat, static_cast<const fd_bf16*>(q_pe), ckv, kpe, n_pos, chunk_len, head_groups, scale, part_m, part_l,
+        part_o);
   return static_cast<int>(fd_get_last_error());
 }
 #endif

@@ -114,9 +114,14 @@ def _attention(b: _Builder, layer, h_in, h_in_ready, h_out):
     part_o = b.buffer(L + "attn_part_o", len(chunks) * H, R)
     part_ml = b.buffer(L + "attn_part_ml", len(chunks) * H, 2)
     ev_chunk = b.event(L + "attn_chunk", layer)
+    if H % plan.attn_head_groups:
+        raise ValueError(f"plan.attn_head_groups={plan.attn_head_groups} does not divide the {H} heads")
+    group = H // plan.attn_head_groups
     for i, tile in enumerate(chunks):
-        b.task(Kind.ATTN_CHUNK, f"{L}attn_chunk[{i}]", ev_chunk, [(ev_qabs, 0), (ev_cache, 0)],
-               (q_lat, q_pe, ckv, kpe, part_o, part_ml), layer=layer, tile=tile, slot=i)
+        for g, h0 in enumerate(range(0, H, group)):
+            name = f"{L}attn_chunk[{i}]" if plan.attn_head_groups == 1 else f"{L}attn_chunk[{i}.h{g}]"
+            b.task(Kind.ATTN_CHUNK, name, ev_chunk, [(ev_qabs, 0), (ev_cache, 0)],
+                   (q_lat, q_pe, ckv, kpe, part_o, part_ml), args=(h0, h0 + group), layer=layer, tile=tile, slot=i)
     attn_out = b.buffer(L + "attn_out", H * v)
     ev_merge = b.event(L + "attn_merge", layer)
     for i, tile in enumerate(tiles(H, plan.heads_per_tile)):

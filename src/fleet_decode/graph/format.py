@@ -68,7 +68,8 @@ OPERANDS = {
     Kind.RMSNORM_GEMV: (("x", "y"), ("norm", "matrix"), ()),
     Kind.ROPE_Q_ABSORB: (("q", "q_lat", "q_pe"), ("w_uk", "rope_cos", "rope_sin"), ("parts",)),
     Kind.CACHE_APPEND: (("kv_a", "ckv", "kpe"), ("kv_norm", "rope_cos", "rope_sin"), ()),
-    Kind.ATTN_CHUNK: (("q_lat", "q_pe", "ckv", "kpe", "part_o", "part_ml"), (), ()),
+    # Heads [head_begin, head_end) of the chunk's positions [tile); slot = the chunk's partials row.
+    Kind.ATTN_CHUNK: (("q_lat", "q_pe", "ckv", "kpe", "part_o", "part_ml"), (), ("head_begin", "head_end")),
     Kind.ATTN_MERGE_UV: (("part_o", "part_ml", "attn_out"), ("kv_b",), ("n_chunks",)),
     Kind.O_PROJ_RESIDUAL: (("attn_out", "residual", "h_attn", "h_out"), ("o_proj",), ()),
     Kind.ROUTER: (("x", "logits"), ("norm", "router"), ()),

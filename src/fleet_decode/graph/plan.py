@@ -29,6 +29,9 @@ class Plan:
     heads_per_tile: int = 1  # heads per merge tile; (head, column block) units per q-absorb tile
     absorb_parts: int = 4  # column blocks a head's q-absorb is cut into (one task each by default)
     attn_chunk: int = 64  # cache positions per attention chunk (flash-decoding split)
+    # Each chunk's heads cut into this many tasks: a task loads only its heads' q and writes only their
+    # partials, so longer chunks (fewer partials for the merge to read) cost no more per task.
+    attn_head_groups: int = 1
     max_positions: int = 2048  # cache rows allocated: prefill + decoded tokens must fit
     max_steps: int = 64  # decode steps one launch can run (token and logits rows allocated)
     assign: str = "balanced"
@@ -51,7 +54,8 @@ class Plan:
             raise ValueError(f"assign must be one of {ASSIGNMENTS}, got {self.assign!r}")
         if self.moe_tiles not in MOE_TILINGS:
             raise ValueError(f"moe_tiles must be one of {MOE_TILINGS}, got {self.moe_tiles!r}")
-        for name in ("workers", "row_align", "heads_per_tile", "absorb_parts", "attn_chunk", "max_positions",
+        for name in ("workers", "row_align", "heads_per_tile", "absorb_parts", "attn_chunk", "attn_head_groups",
+                     "max_positions",
                      "max_steps", "split_k_rows", "shared_parts"):
             if getattr(self, name) < 1:
                 raise ValueError(f"plan.{name} must be >= 1, got {getattr(self, name)}")
@@ -83,7 +87,8 @@ def decode_plan(config, n_positions: int, workers: int, **overrides) -> Plan:
     up) in chunks of the first of DECODE_ATTN_CHUNKS that makes at most one chunk per worker (else
     the longest)."""
     rows = -(-n_positions // CACHE_ROUNDING) * CACHE_ROUNDING
-    chunk = next((c for c in DECODE_ATTN_CHUNKS if -(-rows // c) <= workers), DECODE_ATTN_CHUNKS[-1])
+    groups = overrides.get("attn_head_groups", Plan.attn_head_groups)
+    chunk = next((c for c in DECODE_ATTN_CHUNKS if -(-rows // c) * groups <= workers), DECODE_ATTN_CHUNKS[-1])
     overrides = {"max_positions": rows, "attn_chunk": chunk, **overrides}
     return default_plan(config, workers=workers, **overrides)
 

@@ -178,6 +178,9 @@ def speed_variants(n_prompt: int, n_tokens: int) -> dict[str, Variant]:
         "absorb_parts=8": Variant({"absorb_parts": 8}),
         "attn_chunk=32": Variant({"attn_chunk": 32}),
         "attn_chunk=64": Variant({"attn_chunk": 64}),
+        # decode_plan picks the chunk length so that chunks x groups fit the workers (1,088 rows: 32, 64)
+        "attn_head_groups=2": Variant({"attn_head_groups": 2}),
+        "attn_head_groups=4": Variant({"attn_head_groups": 4}),
         "heads_per_tile=2": Variant({"heads_per_tile": 2}),
         "task_overhead=32768": Variant({"task_overhead": 32768}),
     }
@@ -202,7 +205,7 @@ def sweep(source: str, n_prompt: int, n_tokens: int, variants: dict | None = Non
         try:
             key = (tuple(sorted(variant.plan.items())), variant.library)
             if key not in graphs:
-                plan = replace(decode_plan(model.config, n_prompt + n_tokens + 1, n_sm), **variant.plan)
+                plan = decode_plan(model.config, n_prompt + n_tokens + 1, n_sm, **variant.plan)
                 lib = library.load(variant.library) if variant.library else None
                 graphs[key] = Megakernel(model, plan=plan, lib=lib)
                 graphs[key].prefill(prompt)

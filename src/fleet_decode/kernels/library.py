@@ -25,7 +25,7 @@ SIGNATURES = {
     "rmsnorm_gemv": [P, P, F, P, I, I, I, P, P, I],
     "rope_cache": [P, P, P, F, P, P, I, P, P, P, I],
     "rope_q_absorb": [P, P, I, P, P, I, I, P, P, I],
-    "attention_chunk": [P, P, P, P, I, I, I, F, P, P, P, I],
+    "attention_chunk": [P, P, P, P, I, I, I, I, F, P, P, P, I],
     "attention_merge_uv": [P, P, I, P, I, P, I],
     "router_tiles": [P, P, F, P, I, I, I, I, F, P, P, P, P, I],
     "expert_gate_up": [P, P, F, P, P, L, P, I, I, I, I, P, I],
@@ -112,9 +112,11 @@ class TaskKernels:
                      ptr(sin, torch.float32), pos, units_per_tile, ptr(q_lat, torch.float32), ptr(q_pe_out, q.dtype),
                      is_f32(q))
 
-    def attention_chunk(self, q_lat, q_pe, ckv_cache, kpe_cache, n_pos, chunk_len, scale, part_m, part_l, part_o):
+    def attention_chunk(self, q_lat, q_pe, ckv_cache, kpe_cache, n_pos, chunk_len, scale, part_m, part_l, part_o,
+                        head_groups=1):
+        """head_groups: each chunk's heads cut into this many blocks (the graph's Plan.attn_head_groups)."""
         self._launch("attention_chunk", ptr(q_lat, torch.float32), act(q_pe), ptr(ckv_cache, torch.bfloat16),
-                     ptr(kpe_cache, torch.bfloat16), n_pos, part_m.shape[0], chunk_len, scale,
+                     ptr(kpe_cache, torch.bfloat16), n_pos, part_m.shape[0], chunk_len, head_groups, scale,
                      ptr(part_m, torch.float32), ptr(part_l, torch.float32), ptr(part_o, torch.float32), is_f32(q_pe))
 
     def attention_merge_uv(self, part_ml, part_o, kv_b, attn_out, heads_per_tile=1):

@@ -196,6 +196,8 @@ def main(argv=None) -> int:
     parser.add_argument("--no-stage", action="store_true", help="read every weight from global memory (Tuning.stage)")
     parser.add_argument("--moe-tiles", choices=MOE_TILINGS, help="how the expert tiles are cut (Plan.moe_tiles)")
     parser.add_argument("--shared-parts", type=int, help="the shared experts' MLP in this many parts (Plan.shared_parts)")
+    parser.add_argument("--attn-head-groups", type=int, help="each attention chunk's heads in this many tasks "
+                                                              "(Plan.attn_head_groups)")
     parser.add_argument("--library", action="append", metavar="NAME=PATH",
                         help="trace with this build of the kernels (repeatable: one model load, one trace per "
                              "library, written to OUT with -NAME before its suffix)")
@@ -209,6 +211,8 @@ def main(argv=None) -> int:
     overrides = {"moe_tiles": args.moe_tiles} if args.moe_tiles else {}
     if args.shared_parts:
         overrides["shared_parts"] = args.shared_parts
+    if args.attn_head_groups:
+        overrides["attn_head_groups"] = args.attn_head_groups
     for name, path in libraries.items():
         mk = Megakernel(model, plan=decode_plan(model.config, args.prompt + args.tokens + 1, n_sm, **overrides),
                         lib=library.load(path) if path else None, tuning=Tuning(stage=not args.no_stage))

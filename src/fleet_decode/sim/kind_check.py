@@ -163,10 +163,11 @@ def _attn_chunk(t):
     for name, value in (("q_lat", q_lat), ("q_pe", q_pe), ("ckv", ckv), ("kpe", kpe)):
         k.put(name, value)
     k.run()
-    p0, p1 = k.task.tile
-    o, ml = k.out("part_o").view(-1, H, R)[k.task.slot], k.out("part_ml").view(-1, H, 2)[k.task.slot]
-    return _worst(_error(o / ml[:, 1:], torch.softmax(scores[:, p0:p1], -1) @ ckv[p0:p1]),
-                  _error(ml[:, 0], scores[:, p0:p1].max(-1).values))
+    (p0, p1), (h0, h1) = k.task.tile, k.task.args
+    o = k.out("part_o").view(-1, H, R)[k.task.slot, h0:h1]
+    ml = k.out("part_ml").view(-1, H, 2)[k.task.slot, h0:h1]
+    return _worst(_error(o / ml[:, 1:], torch.softmax(scores[h0:h1, p0:p1], -1) @ ckv[p0:p1]),
+                  _error(ml[:, 0], scores[h0:h1, p0:p1].max(-1).values))
 
 
 @checks_on_simulator(Kind.ATTN_MERGE_UV)

@@ -103,11 +103,11 @@ def cache_append(ctx):
 def attn_chunk(ctx):
     """Flash-decoding partial: per head the chunk's max score m, sum of exp(score - m) l, and the
     unnormalised sum of exp(score - m)·c_kv o. Positions past the current one are not attended."""
-    c, (p0, p1) = ctx.c, ctx.task.tile
-    H, R, chunk = c.n_heads, c.kv_rank, ctx.task.slot
+    c, (p0, p1), (h0, h1) = ctx.c, ctx.task.tile, (ctx.arg(0), ctx.arg(1))
+    H, R, chunk = h1 - h0, c.kv_rank, ctx.task.slot
     end = min(p1, ctx.pos + 1)
-    q_lat = ctx.read("q_lat").view(H, R).float()
-    q_pe = ctx.read("q_pe").view(H, c.qk_rope).float()
+    q_lat = ctx.read("q_lat", h0 * R, h1 * R).view(H, R).float()
+    q_pe = ctx.read("q_pe", h0 * c.qk_rope, h1 * c.qk_rope).view(H, c.qk_rope).float()
     if end > p0:
         ckv = ctx.read("ckv", p0 * R, end * R).view(-1, R).float()
         kpe = ctx.read("kpe", p0 * c.qk_rope, end * c.qk_rope).view(-1, c.qk_rope).float()
@@ -117,8 +117,9 @@ def attn_chunk(ctx):
         l, o = p.sum(dim=-1), p @ ckv
     else:
         m, l, o = torch.full((H,), -torch.inf), torch.zeros(H), torch.zeros(H, R)
-    ctx.write("part_o", chunk * H * R, o.reshape(-1))
-    ctx.write("part_ml", chunk * H * 2, torch.stack((m, l), dim=-1).reshape(-1))
+    row = chunk * c.n_heads + h0  # the chunk's partials row, from this task's first head
+    ctx.write("part_o", row * R, o.reshape(-1))
+    ctx.write("part_ml", row * 2, torch.stack((m, l), dim=-1).reshape(-1))
 
 
 @simulates(Kind.ATTN_MERGE_UV)
