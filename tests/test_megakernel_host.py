@@ -5,6 +5,7 @@ variants."""
 import ctypes
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -49,15 +50,28 @@ def test_several_adders_of_one_row_range_share_a_counter_and_scratch(lite_graph)
     assert len(rows_used) == len(moe)  # no two adders share a scratch row over the same rows
 
 
-@pytest.mark.parametrize("positions, chunk", [(289, 16), (1057, 16), (4129, 32), (8225, MAX_ATTN_CHUNK)])
-def test_the_decode_plan_sizes_the_cache_and_cuts_it_into_one_round_of_chunks(positions, chunk):
+@pytest.mark.parametrize("positions, groups, chunk",
+                         [(289, 4, 16), (1057, 4, MAX_ATTN_CHUNK), (4129, 2, MAX_ATTN_CHUNK), (8225, 1, MAX_ATTN_CHUNK)])
+def test_the_decode_plan_sizes_the_cache_and_cuts_it_into_one_round_of_chunk_tasks(positions, groups, chunk):
     config = get_config("deepseek-coder-v2-lite")
     plan = decode_plan(config, positions, workers=132)
     assert positions <= plan.max_positions < positions + 64 and plan.max_positions % 64 == 0
-    assert plan.attn_chunk == chunk
-    assert -(-plan.max_positions // plan.attn_chunk) <= 132  # every chunk task of a layer runs at once
-    # too few workers for one round even with the longest chunks: the longest chunks
-    assert decode_plan(config, positions, workers=4).attn_chunk == MAX_ATTN_CHUNK
+    assert (plan.attn_head_groups, plan.attn_chunk) == (groups, chunk)
+    if groups > 1 or chunk < MAX_ATTN_CHUNK:  # every chunk task of a layer runs at once
+        assert -(-plan.max_positions // plan.attn_chunk) * plan.attn_head_groups <= 132
+    # too few workers for one round even with the longest chunks: the longest chunks, one group
+    few = decode_plan(config, positions, workers=4)
+    assert (few.attn_head_groups, few.attn_chunk) == (1, MAX_ATTN_CHUNK)
+    # an override of one is kept and the other chosen to fit
+    assert decode_plan(config, positions, workers=132, attn_head_groups=1).attn_head_groups == 1
+    assert decode_plan(config, 1057, workers=132, attn_chunk=32).attn_head_groups == 2
+
+
+def test_the_decode_plan_cuts_heads_only_into_groups_that_divide_them():
+    real = get_config("deepseek-coder-v2-lite")
+    for heads, groups in ((3, 1), (6, 2), (16, 4)):  # what decode_plan reads of a config
+        config = SimpleNamespace(num_attention_heads=heads, max_position_embeddings=real.max_position_embeddings)
+        assert decode_plan(config, 1057, workers=132).attn_head_groups == groups
 
 
 def test_overlapping_unequal_adder_ranges_are_refused():

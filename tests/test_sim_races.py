@@ -103,29 +103,23 @@ def test_a_removed_split_k_edge_is_reported_as_a_race(model_and_ids, task_name, 
         simulate(model, ids, TOKENS, graph=broken, schedule=schedule, seed=3)
 
 
-@pytest.mark.parametrize("task_name,event_name", SHARED_PARTS_EDGES)
-@pytest.mark.parametrize("schedule", SCHEDULES)
-def test_a_removed_shared_part_edge_is_reported_as_a_race(model_and_ids, task_name, event_name, schedule):
-    model, ids = model_and_ids
-    intact = graph_for(model, 3, shared_parts=2)
-    assert len(simulate(model, ids, TOKENS, graph=intact, schedule=schedule).tokens) == TOKENS
-    with pytest.raises(SimRace, match="before it was written"):
-        simulate(model, ids, TOKENS, graph=without_edge(intact, task_name, event_name), schedule=schedule, seed=3)
-
-
 # chunks cut by heads (Plan.attn_head_groups = 2): each head group's task waits on the absorb and the cache
 HEAD_GROUP_EDGES = [
     ("L1.attn_chunk[0.h1]", "L1.q_absorb"),
     ("L1.attn_chunk[2.h1]", "L1.cache_append"),  # the chunk holding the decoded positions
     ("L1.attn_merge[1]", "L1.attn_chunk"),
 ]
+# (plan overrides, task, the event it waits on) for the plan options' own tasks
+OPTION_EDGES = [({"shared_parts": 2}, *edge) for edge in SHARED_PARTS_EDGES] + \
+    [({"attn_head_groups": 2}, *edge) for edge in HEAD_GROUP_EDGES]
 
 
-@pytest.mark.parametrize("task_name,event_name", HEAD_GROUP_EDGES)
+@pytest.mark.parametrize("overrides,task_name,event_name", OPTION_EDGES)
 @pytest.mark.parametrize("schedule", SCHEDULES)
-def test_a_removed_head_group_edge_is_reported_as_a_race(model_and_ids, task_name, event_name, schedule):
+def test_a_removed_edge_of_a_plan_option_is_reported_as_a_race(model_and_ids, overrides, task_name, event_name,
+                                                                 schedule):
     model, ids = model_and_ids
-    intact = graph_for(model, 3, attn_head_groups=2)
+    intact = graph_for(model, 3, **overrides)
     assert len(simulate(model, ids, TOKENS, graph=intact, schedule=schedule).tokens) == TOKENS
     with pytest.raises(SimRace, match="before it was written"):
         simulate(model, ids, TOKENS, graph=without_edge(intact, task_name, event_name), schedule=schedule, seed=3)

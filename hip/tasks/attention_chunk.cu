@@ -155,15 +155,22 @@ __device__ void fd_task_attention_chunk(const float* q_lat, const Act* q_pe, con
                                         float* part_m, float* part_l, int ml_stride, float* part_o, void* smem,
                                         int head_begin = 0, int head_end = kHeads) {
   const int n = head_end - head_begin;
+#if FD_HIP
+  // AMD: the megakernel is at its register limit already, and the half and quarter forms would put
+  // its arrays in scratch (gfx942: 160 -> 624 bytes); a head group there runs a head at a time.
+  constexpr bool kGroupForms = false;
+#else
+  constexpr bool kGroupForms = true;
+#endif
   if (n == kHeads) {
     fd_attention_chunk_heads<kHeads>(q_lat, q_pe, ckv_cache, kpe_cache, n_pos, t_begin, t_end, scale, part_m, part_l,
                                      ml_stride, part_o, head_begin, smem);
-  } else if (2 * n == kHeads) {
-    fd_attention_chunk_heads<kHeads / 2>(q_lat, q_pe, ckv_cache, kpe_cache, n_pos, t_begin, t_end, scale, part_m,
-                                         part_l, ml_stride, part_o, head_begin, smem);
-  } else if (4 * n == kHeads) {
-    fd_attention_chunk_heads<kHeads / 4>(q_lat, q_pe, ckv_cache, kpe_cache, n_pos, t_begin, t_end, scale, part_m,
-                                         part_l, ml_stride, part_o, head_begin, smem);
+  } else if (kGroupForms && 2 * n == kHeads) {
+    fd_attention_chunk_heads<kGroupForms ? kHeads / 2 : 1>(q_lat, q_pe, ckv_cache, kpe_cache, n_pos, t_begin, t_end,
+                                                           scale, part_m, part_l, ml_stride, part_o, head_begin, smem);
+  } else if (kGroupForms && 4 * n == kHeads) {
+    fd_attention_chunk_heads<kGroupForms ? kHeads / 4 : 1>(q_lat, q_pe, ckv_cache, kpe_cache, n_pos, t_begin, t_end,
+                                                           scale, part_m, part_l, ml_stride, part_o, head_begin, smem);
   } else {  // any other count, a head at a time
     for (int h = head_begin; h < head_end; ++h) {
       fd_attention_chunk_heads<1>(q_lat, q_pe, ckv_cache, kpe_cache, n_pos, t_begin, t_end, scale, part_m, part_l,

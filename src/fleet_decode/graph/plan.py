@@ -77,19 +77,27 @@ def default_plan(config, workers: int = 132, **overrides) -> Plan:
 
 # The fastest tiling measured for decoding (docs/megakernel.md "Speed"): a cache no longer than the
 # decode needs, since empty rows still cost attention-chunk tasks, cut into the shortest chunks that
-# still fit one round of the workers (shorter chunks are shorter tasks; a second round costs more).
+# still fit one round of the workers (shorter chunks are shorter tasks; a second round costs more),
+# each chunk's heads cut into as many tasks as still fit (DECODE_HEAD_GROUPS, most first: a task
+# of fewer heads loads less q and writes fewer partials, and the merge reads fewer of them; at 1,024
+# positions 4 groups of 64-position chunks beat 1 group of 16, docs/megakernel.md "Speed, part 7").
 DECODE_ATTN_CHUNKS = (16, 32, KERNEL_LIMITS["MAX_ATTN_CHUNK"])
+DECODE_HEAD_GROUPS = (4, 2, 1)
 CACHE_ROUNDING = 64
 
 
 def decode_plan(config, n_positions: int, workers: int, **overrides) -> Plan:
     """The plan for decoding n_positions (prompt + tokens + 1): a cache of just that many rows (rounded
-    up) in chunks of the first of DECODE_ATTN_CHUNKS that makes at most one chunk per worker (else
-    the longest)."""
+    up) cut into chunks and head groups: the most head groups (of DECODE_HEAD_GROUPS that divide the
+    heads), then the shortest chunk (of DECODE_ATTN_CHUNKS), that make at most one task per worker
+    (else one group of the longest chunks). An override of either is kept and the other chosen."""
     rows = -(-n_positions // CACHE_ROUNDING) * CACHE_ROUNDING
-    groups = overrides.get("attn_head_groups", Plan.attn_head_groups)
-    chunk = next((c for c in DECODE_ATTN_CHUNKS if -(-rows // c) * groups <= workers), DECODE_ATTN_CHUNKS[-1])
-    overrides = {"max_positions": rows, "attn_chunk": chunk, **overrides}
+    groups = [overrides["attn_head_groups"]] if "attn_head_groups" in overrides else \
+        [g for g in DECODE_HEAD_GROUPS if config.num_attention_heads % g == 0]
+    chunks = [overrides["attn_chunk"]] if "attn_chunk" in overrides else DECODE_ATTN_CHUNKS
+    fits = [(g, c) for g in groups for c in chunks if -(-rows // c) * g <= workers]
+    group, chunk = fits[0] if fits else (groups[-1], chunks[-1])
+    overrides = {"max_positions": rows, "attn_chunk": chunk, "attn_head_groups": group, **overrides}
     return default_plan(config, workers=workers, **overrides)
 
 
