@@ -20,6 +20,7 @@ from fleet_decode.bench.timing import latency_summary
 from fleet_decode.graph import build_graph, decode_plan, default_plan
 from fleet_decode.kernels import library
 from fleet_decode.kernels.runtime import Megakernel, Tuning, WatchdogTimeout
+from fleet_decode.kernels.staging import STAGEABLE_KINDS
 from fleet_decode.kernels.trace import library_specs
 from fleet_decode.model.compare import cosine, exact_twin, relative_error
 from fleet_decode.model.reference import Reference
@@ -148,7 +149,7 @@ class Variant:
 
 
 STAGED_KIND_SETS = {
-    "all": ("RMSNORM_GEMV", "ROPE_Q_ABSORB", "ATTN_MERGE_UV", "O_PROJ_RESIDUAL", "ROUTER"),
+    "all": tuple(kind.name for kind in STAGEABLE_KINDS),
     "no q/kv": ("ROPE_Q_ABSORB", "ATTN_MERGE_UV", "O_PROJ_RESIDUAL", "ROUTER"),
     "no o_proj": ("RMSNORM_GEMV", "ROPE_Q_ABSORB", "ATTN_MERGE_UV", "ROUTER"),
     "no q/kv+o_proj": ("ROPE_Q_ABSORB", "ATTN_MERGE_UV", "ROUTER"),

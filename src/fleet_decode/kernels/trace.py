@@ -47,6 +47,20 @@ def summarise(graph, times: np.ndarray, steps, resident: np.ndarray | None = Non
     run = t[..., DONE] - t[..., READY]
     wait = t[..., READY] - t[..., REACHED]
     step_ns = np.array([t[i, :, DONE].max() - t[i, :, REACHED].min() for i in range(len(steps))])
+    by_event: dict[int, list[int]] = {}
+    for i, tk in enumerate(tasks):
+        by_event.setdefault(tk.out_event, []).append(i)
+
+    def per_event(mark, reduce):  # [steps, events]: reduce over each event's tasks' mark (NaN: no task)
+        return np.stack([reduce(t[:, by_event[e], mark], axis=1) if e in by_event else np.full(len(steps), np.nan)
+                         for e in range(len(events))], axis=1)
+
+    fire, first_ready = per_event(DONE, np.max), per_event(READY, np.min)
+    wake, gap = _wake_and_gap(graph, t, fire)
+
+    def mean_us(values):  # NaN where undefined; None if it is nowhere defined
+        return float(np.nanmean(values) / 1e3) if np.isfinite(values).any() else None
+
     kinds = {}
     for kind in sorted({tk.kind for tk in tasks}):
         idx = [i for i, tk in enumerate(tasks) if tk.kind == kind]
@@ -54,6 +68,7 @@ def summarise(graph, times: np.ndarray, steps, resident: np.ndarray | None = Non
             "tasks_per_step": len(idx), "run_us_mean": float(run[:, idx].mean() / 1e3),
             "run_us_max": float(run[:, idx].max(axis=1).mean() / 1e3),
             "wait_us_mean": float(wait[:, idx].mean() / 1e3),
+            "wake_us_mean": mean_us(wake[:, idx]), "gap_us_mean": mean_us(gap[:, idx]),
             "busy_share": float(run[:, idx].sum() / run.sum()),
         }
         if resident is not None:
@@ -62,20 +77,6 @@ def summarise(graph, times: np.ndarray, steps, resident: np.ndarray | None = Non
             kinds[Kind(kind).name]["staged_tasks"] = staged
             kinds[Kind(kind).name]["resident_before_ready_share"] = \
                 float((words == STAGED_LANDED).sum() / staged) if staged else None
-    by_event: dict[int, list[int]] = {}
-    for i, tk in enumerate(tasks):
-        by_event.setdefault(tk.out_event, []).append(i)
-    wake, gap = _wake_and_gap(graph, t, by_event)
-    for kind in kinds:
-        idx = [i for i, tk in enumerate(tasks) if Kind(tk.kind).name == kind]
-        kinds[kind]["wake_us_mean"] = float(np.nanmean(wake[:, idx]) / 1e3) if np.isfinite(wake[:, idx]).any() else None
-        kinds[kind]["gap_us_mean"] = float(np.nanmean(gap[:, idx]) / 1e3) if np.isfinite(gap[:, idx]).any() else None
-
-    def per_event(mark, reduce):  # [steps, events]: reduce over each event's tasks' mark (NaN: no task)
-        return np.stack([reduce(t[:, by_event[e], mark], axis=1) if e in by_event else np.full(len(steps), np.nan)
-                         for e in range(len(events))], axis=1)
-
-    fire, first_ready = per_event(DONE, np.max), per_event(READY, np.min)
     names = [ev.name for ev in events]
     index = {n: i for i, n in enumerate(names)}
     c = graph.constants
@@ -107,15 +108,13 @@ def summarise(graph, times: np.ndarray, steps, resident: np.ndarray | None = Non
     }
 
 
-def _wake_and_gap(graph, t: np.ndarray, by_event: dict[int, list[int]]) -> tuple[np.ndarray, np.ndarray]:
-    """Per step and task [steps, tasks] (ns, NaN where undefined): the wake, from the later of the task
-    being reached and its last same-step input firing (its producers' last DONE) to its inputs being
-    ready, i.e. what a satisfied wait and its barrier cost; and the gap, from the worker's previous
-    task's DONE to this task being reached (the runtime's bookkeeping between two tasks)."""
+def _wake_and_gap(graph, t: np.ndarray, fire: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per step and task [steps, tasks] (ns, NaN where undefined), from the times t and each event's
+    fire time [steps, events] (its tasks' last DONE): the wake, from the later of the task being
+    reached and its last same-step input firing to its inputs being ready, i.e. what a satisfied wait
+    and its barrier cost; and the gap, from the worker's previous task's DONE to this task being
+    reached (the runtime's bookkeeping between two tasks)."""
     steps, n_tasks = t.shape[0], t.shape[1]
-    fire = np.full((steps, len(graph.events)), -np.inf)
-    for e, idx in by_event.items():
-        fire[:, e] = t[:, idx, DONE].max(axis=1)
     wake = np.full((steps, n_tasks), np.nan)
     for i, tk in enumerate(graph.tasks):
         same_step = [e for e, lag in tk.inputs if lag == 0]
