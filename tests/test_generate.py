@@ -101,6 +101,18 @@ def test_one_engine_serves_every_request_and_the_summary_takes_the_bench_p50(dec
     assert "P50" not in two_steps.summary() and "ms/token" in two_steps.summary()
 
 
+def test_a_fixed_context_gets_one_cache_row_per_position_but_the_last_and_decodes_to_its_end(checkpoint, decoder):
+    # the last new token is returned, never fed back: a context of 64 + 1 positions fits 64 cache rows
+    ids = decoder.encode(PROMPT)
+    context = 64 + 1
+    exact = Decoder.load(f"hf:{checkpoint}", device="cpu", max_context=context, max_steps=STEPS_PER_LAUNCH)
+    assert exact.graph.constants.max_positions == 64
+    fitted = exact.generate(ids, max_new_tokens=context - len(ids), stop=())
+    assert fitted.tokens == decoder.generate(ids, max_new_tokens=context - len(ids), stop=()).tokens
+    with pytest.raises(InvalidInput, match="exceed the context"):
+        exact.generate(ids, max_new_tokens=context - len(ids) + 1, stop=())
+
+
 def test_stops_at_eos_and_at_listed_ids(decoder):
     greedy = decoder.generate(PROMPT, max_new_tokens=40, stop=()).tokens
     at = 20  # in the second launch

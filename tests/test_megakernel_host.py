@@ -51,11 +51,12 @@ def test_several_adders_of_one_row_range_share_a_counter_and_scratch(lite_graph)
 
 
 @pytest.mark.parametrize("positions, groups, chunk",
-                         [(289, 4, 16), (1057, 4, MAX_ATTN_CHUNK), (4129, 2, MAX_ATTN_CHUNK), (8225, 1, MAX_ATTN_CHUNK)])
+                         [(288, 4, 16), (1056, 4, 32), (1057, 4, 48), (4128, 2, MAX_ATTN_CHUNK),
+                          (8224, 1, MAX_ATTN_CHUNK)])
 def test_the_decode_plan_sizes_the_cache_and_cuts_it_into_one_round_of_chunk_tasks(positions, groups, chunk):
     config = get_config("deepseek-coder-v2-lite")
     plan = decode_plan(config, positions, workers=132)
-    assert positions <= plan.max_positions < positions + 64 and plan.max_positions % 64 == 0
+    assert positions <= plan.max_positions < positions + 32 and plan.max_positions % 32 == 0
     assert (plan.attn_head_groups, plan.attn_chunk) == (groups, chunk)
     if groups > 1 or chunk < MAX_ATTN_CHUNK:  # every chunk task of a layer runs at once
         assert -(-plan.max_positions // plan.attn_chunk) * plan.attn_head_groups <= 132

@@ -29,7 +29,7 @@ from fleet_decode.graph.counts import graph_counts
 from fleet_decode.model import Reference, load_model
 from fleet_decode.sampling import InvalidInput, Sampling, sample
 
-CONTEXT_ROUNDING = 64  # cache rows are allocated in multiples of this
+CONTEXT_ROUNDING = 32  # cache rows are allocated in multiples of this (graph.plan.CACHE_ROUNDING)
 CPU_MAX_STEPS = 64  # decode steps per simulator launch, as the device runtime's default plan
 DEFAULT_BANDWIDTH_TBS = 4.18  # the H200's measured copy bandwidth (read + write), DESIGN.md
 
@@ -69,6 +69,12 @@ class Generation:
 
 def round_up(n: int, multiple: int = CONTEXT_ROUNDING) -> int:
     return -(-n // multiple) * multiple
+
+
+def cache_rows(context: int) -> int:
+    """Cache rows a context of `context` positions (prompt + new tokens) needs: every position but the
+    last, whose token is returned and never fed back (rounded up)."""
+    return round_up(context - 1)
 
 
 def load_tokenizer(directory):
@@ -133,7 +139,7 @@ class Decoder:
         self.eos = self._eos_ids()
         self.graph = self._engine = None
         if self.fixed_context:
-            self._build(round_up(max_context))
+            self._build(cache_rows(max_context))
 
     @classmethod
     def load(cls, source, device: str = "cuda", max_context: int | None = None, tokenizer=None,
@@ -213,8 +219,8 @@ class Decoder:
         return self._engine
 
     def _ensure_context(self, positions: int) -> None:
-        if self.graph is None or self.graph.constants.max_positions < positions:
-            self._build(round_up(positions))  # grown only when a request needs more rows than built
+        if self.graph is None or self.graph.constants.max_positions < positions - 1:
+            self._build(cache_rows(positions))  # grown only when a request needs more rows than built
 
     def bytes_per_token(self, mean_context: float) -> float:
         counts = graph_counts(self.graph, weight_bytes=self.model.dtype.itemsize)

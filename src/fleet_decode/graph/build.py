@@ -201,7 +201,7 @@ def _mlp(b: _Builder, layer, h_attn, ev_o, h_out, ev_out):
                        for q in range(n_parts)]
     routing_tasks = _routing_tasks(cfg, b.plan)
     # every down tile of one row range adds into h_out with the others: same tiles
-    down_stage = d * (K + n_parts)
+    down_stage = d * (K + n_parts) // b.plan.down_split
     shared_acts = [(b.buffer(f"{L}shared_act{sfx}", part), b.event(f"{L}shared_gate_up{sfx}", layer))
                    for sfx, _ in shared_mlps]
     acts = [b.buffer(f"{L}expert_act.{k}", inter) for k in range(K)]

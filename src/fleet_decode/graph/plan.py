@@ -48,6 +48,9 @@ class Plan:
     # columns of the part), adding into the layer's output beside the routed slots. With 2 parts a
     # shared down tile streams as many bytes as a routed one, instead of twice as many.
     shared_parts: int = 1
+    # The down stage (every slot's down tiles and the shared experts') cut into this many times more,
+    # shorter tiles: the down tiles of the slot whose gate/up finishes last then spread over more workers.
+    down_split: int = 1
 
     def __post_init__(self):
         if self.assign not in ASSIGNMENTS:
@@ -56,7 +59,7 @@ class Plan:
             raise ValueError(f"moe_tiles must be one of {MOE_TILINGS}, got {self.moe_tiles!r}")
         for name in ("workers", "row_align", "heads_per_tile", "absorb_parts", "attn_chunk", "attn_head_groups",
                      "max_positions",
-                     "max_steps", "split_k_rows", "shared_parts"):
+                     "max_steps", "split_k_rows", "shared_parts", "down_split"):
             if getattr(self, name) < 1:
                 raise ValueError(f"plan.{name} must be >= 1, got {getattr(self, name)}")
 
@@ -81,16 +84,21 @@ def default_plan(config, workers: int = 132, **overrides) -> Plan:
 # each chunk's heads cut into as many tasks as still fit (DECODE_HEAD_GROUPS, most first: a task
 # of fewer heads loads less q and writes fewer partials, and the merge reads fewer of them; at 1,024
 # positions 4 groups of 64-position chunks beat 1 group of 16, docs/megakernel.md "Speed, part 7").
-DECODE_ATTN_CHUNKS = (16, 32, KERNEL_LIMITS["MAX_ATTN_CHUNK"])
+# Rows are rounded to 32, not 64: a 1,024 + 32 decode then has 1,056 rows, 33 chunks of 32 in 4
+# groups, one task per H200 worker, each one score pass of the chunk kernel (sweep 39: 2.388 ms
+# against 2.485 for 17 chunks of 64 on 1,088 rows); 48-position chunks fit 1,088 rows in 92 tasks
+# (2.453 against 2.485).
+DECODE_ATTN_CHUNKS = (16, 32, 48, KERNEL_LIMITS["MAX_ATTN_CHUNK"])
 DECODE_HEAD_GROUPS = (4, 2, 1)
-CACHE_ROUNDING = 64
+CACHE_ROUNDING = 32
 
 
 def decode_plan(config, n_positions: int, workers: int, **overrides) -> Plan:
-    """The plan for decoding n_positions (prompt + tokens + 1): a cache of just that many rows (rounded
-    up) cut into chunks and head groups: the most head groups (of DECODE_HEAD_GROUPS that divide the
-    heads), then the shortest chunk (of DECODE_ATTN_CHUNKS), that make at most one task per worker
-    (else one group of the longest chunks). An override of either is kept and the other chosen."""
+    """The plan for decoding n_positions (prompt + tokens: a launch of n steps from position p writes
+    cache rows p .. p + n - 1): a cache of just that many rows (rounded up) cut into chunks and head
+    groups: the most head groups (of DECODE_HEAD_GROUPS that divide the heads), then the shortest chunk
+    (of DECODE_ATTN_CHUNKS), that make at most one task per worker (else one group of the longest
+    chunks). An override of either is kept and the other chosen."""
     rows = -(-n_positions // CACHE_ROUNDING) * CACHE_ROUNDING
     groups = [overrides["attn_head_groups"]] if "attn_head_groups" in overrides else \
         [g for g in DECODE_HEAD_GROUPS if config.num_attention_heads % g == 0]

@@ -182,6 +182,12 @@ def speed_variants(n_prompt: int, n_tokens: int) -> dict[str, Variant]:
         # decode_plan picks the chunk length so that chunks x groups fit the workers (1,088 rows: 32, 64)
         "attn_head_groups=2": Variant({"attn_head_groups": 2}),
         "attn_head_groups=4": Variant({"attn_head_groups": 4}),
+        # the cache rounded to 64 rows as before sweep 39 (1,088 at 1,024 + 32: 48- or 64-position chunks)
+        "1088 rows": Variant({"max_positions": 1088}),
+        "1088 rows attn_chunk=64": Variant({"max_positions": 1088, "attn_chunk": 64}),
+        "attn_chunk=48": Variant({"attn_chunk": 48}),
+        "down_split=2": Variant({"down_split": 2}),
+        "down_split=3": Variant({"down_split": 3}),
         "heads_per_tile=2": Variant({"heads_per_tile": 2}),
         "task_overhead=32768": Variant({"task_overhead": 32768}),
     }
@@ -206,7 +212,7 @@ def sweep(source: str, n_prompt: int, n_tokens: int, variants: dict | None = Non
         try:
             key = (tuple(sorted(variant.plan.items())), variant.library)
             if key not in graphs:
-                plan = decode_plan(model.config, n_prompt + n_tokens + 1, n_sm, **variant.plan)
+                plan = decode_plan(model.config, n_prompt + n_tokens, n_sm, **variant.plan)
                 lib = library.load(variant.library) if variant.library else None
                 graphs[key] = Megakernel(model, plan=plan, lib=lib)
                 graphs[key].prefill(prompt)

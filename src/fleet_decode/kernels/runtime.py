@@ -419,5 +419,5 @@ def simulate(hf_model, prompt_ids, n_tokens: int, workers=None, schedule=None, s
     """M3 / M4 / bench through the megakernel: n_tokens greedy steps in one launch."""
     if plan is None:
         n_sm = torch.cuda.get_device_properties(next(hf_model.parameters()).device).multi_processor_count
-        plan = decode_plan(hf_model.config, len(prompt_ids) + n_tokens + 1, n_sm)
+        plan = decode_plan(hf_model.config, len(prompt_ids) + n_tokens, n_sm)
     return Megakernel(hf_model, plan=plan).decode(prompt_ids, n_tokens)

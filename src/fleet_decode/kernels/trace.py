@@ -213,7 +213,7 @@ def main(argv=None) -> int:
     if args.attn_head_groups:
         overrides["attn_head_groups"] = args.attn_head_groups
     for name, path in libraries.items():
-        mk = Megakernel(model, plan=decode_plan(model.config, args.prompt + args.tokens + 1, n_sm, **overrides),
+        mk = Megakernel(model, plan=decode_plan(model.config, args.prompt + args.tokens, n_sm, **overrides),
                         lib=library.load(path) if path else None, tuning=Tuning(stage=not args.no_stage))
         mk.prefill(prompt)
         plain = mk.generate(args.prompt, args.tokens)
