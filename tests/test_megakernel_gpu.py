@@ -15,6 +15,7 @@ does. Tolerances:
 The numbers against HF eager are the pipeline's M3/M4 gates, measured by
 `python -m fleet_decode.kernels.lab` (docs/megakernel.md), not asserted here.
 """
+import dataclasses
 import time
 
 import pytest
@@ -152,6 +153,16 @@ def test_staged_weights_change_no_bit_of_the_output(prompt, megakernel, stage_ki
         megakernel.tuning = Tuning()
     assert other.tokens == staged.tokens
     for a, b in zip(other.logits, staged.logits):
+        assert torch.equal(a, b)
+
+
+def test_merges_with_w_uv_in_parts_change_no_bit_of_the_output(model, prompt, megakernel):
+    # Plan.merge_v_parts: each part merges the same partials in the same order and computes its rows
+    # of W_UV as the whole head's task does: the same logits to the bit.
+    whole = megakernel.decode(prompt, 3)
+    parts = Megakernel(model, plan=dataclasses.replace(megakernel.plan, merge_v_parts=2)).decode(prompt, 3)
+    assert parts.tokens == whole.tokens
+    for a, b in zip(parts.logits, whole.logits):
         assert torch.equal(a, b)
 
 

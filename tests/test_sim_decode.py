@@ -82,6 +82,20 @@ def test_attention_chunks_cut_by_heads_match_reference(source, workers, schedule
     assert_follows_reference(result, source)
 
 
+@pytest.mark.parametrize("workers", [3, 17])
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_merges_with_w_uv_in_parts_match_reference(source, workers, schedule):
+    """Each head's merge in two tasks (Plan.merge_v_parts): both merge the head's partials, each writes
+    half of its W_UV rows of attn_out."""
+    model, ids, *_ = case(source)
+    plan = dataclasses.replace(sim_plan(workers, len(ids) + TOKENS, TOKENS), merge_v_parts=2, heads_per_tile=1,
+                               row_align=2)
+    merges = [t for t in build_graph(model.config, plan).tasks if t.kind == Kind.ATTN_MERGE_UV and t.layer == 0]
+    assert len(merges) == 2 * model.config.num_attention_heads and {(t.slot, t.args[1]) for t in merges} == {(0, 2), (1, 2)}
+    result = simulate(model, ids, TOKENS, plan=plan, schedule=schedule, seed=workers)
+    assert_follows_reference(result, source)
+
+
 def test_tokens_are_not_degenerate():
     """Guards the test above: a model that always emits one token would make agreement cheap."""
     assert len(set(case("tiny")[2])) > 1

@@ -60,9 +60,10 @@ def model_and_ids():
     return model, ids[:PROMPT]
 
 
-def graph_for(model, workers, moe_tiles="routing-free", shared_parts=1, attn_head_groups=1):
+def graph_for(model, workers, moe_tiles="routing-free", shared_parts=1, attn_head_groups=1, merge_v_parts=1):
     plan = dataclasses.replace(sim_plan(workers, PROMPT + TOKENS, TOKENS), moe_tiles=moe_tiles,
-                               shared_parts=shared_parts, attn_head_groups=attn_head_groups)
+                               shared_parts=shared_parts, attn_head_groups=attn_head_groups,
+                               merge_v_parts=merge_v_parts, heads_per_tile=1 if merge_v_parts > 1 else 2)
     return build_graph(model.config, plan)
 
 
@@ -109,9 +110,15 @@ HEAD_GROUP_EDGES = [
     ("L1.attn_chunk[2.h1]", "L1.cache_append"),  # the chunk holding the decoded positions
     ("L1.attn_merge[1]", "L1.attn_chunk"),
 ]
+# each head's merge in two tasks (Plan.merge_v_parts = 2): both wait on the chunks; o_proj on both
+MERGE_PART_EDGES = [
+    ("L1.attn_merge[1.v1]", "L1.attn_chunk"),
+    ("L1.o_proj[0]", "L1.attn_merge"),
+]
 # (plan overrides, task, the event it waits on) for the plan options' own tasks
 OPTION_EDGES = [({"shared_parts": 2}, *edge) for edge in SHARED_PARTS_EDGES] + \
-    [({"attn_head_groups": 2}, *edge) for edge in HEAD_GROUP_EDGES]
+    [({"attn_head_groups": 2}, *edge) for edge in HEAD_GROUP_EDGES] + \
+    [({"merge_v_parts": 2}, *edge) for edge in MERGE_PART_EDGES]
 
 
 @pytest.mark.parametrize("overrides,task_name,event_name", OPTION_EDGES)

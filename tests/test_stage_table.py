@@ -92,3 +92,17 @@ def test_merge_of_two_heads_is_not_one_range_and_stays_in_global_memory():
     table = stage_table(g, 1 << 30)
     merges = [i for i, t in enumerate(g.tasks) if t.kind == Kind.ATTN_MERGE_UV]
     assert merges and all(table[i, 0] == -1 for i in merges)
+
+
+def test_a_merge_in_parts_stages_its_part_of_the_heads_w_uv():
+    config = get_config("deepseek-coder-v2-lite")
+    g = build_graph(config, Plan(workers=132, max_positions=256, max_steps=4, merge_v_parts=2), layers=[1])
+    table = stage_table(g, CAPACITY)
+    kv_b = next(i for i, w in enumerate(g.weights) if w.name == "model.layers.1.self_attn.kv_b_proj.weight")
+    row_bytes = config.kv_lora_rank * 2
+    per_head = config.qk_nope_head_dim + config.v_head_dim
+    for i, t in enumerate(g.tasks):
+        if t.kind == Kind.ATTN_MERGE_UV:
+            h, part = t.tile[0], t.slot
+            first_row = h * per_head + config.qk_nope_head_dim + part * config.v_head_dim // 2
+            assert tuple(table[i]) == (kv_b, first_row * row_bytes, config.v_head_dim // 2 * row_bytes)

@@ -5,7 +5,7 @@
  * as their IEEE-754 binary32 bit pattern (read them with a bitcast). */
 #pragma once
 #define FD_GRAPH_MAGIC 0x46445447
-#define FD_GRAPH_VERSION 4
+#define FD_GRAPH_VERSION 5
 #define FD_NONE (-1)
 #define FD_MAX_INPUTS 4
 #define FD_MAX_BUFFERS 6
@@ -180,6 +180,7 @@ enum fd_weight_word {
 #define FD_ATTN_MERGE_UV_BUF_ATTN_OUT 2
 #define FD_ATTN_MERGE_UV_WT_KV_B 0
 #define FD_ATTN_MERGE_UV_ARG_N_CHUNKS 0
+#define FD_ATTN_MERGE_UV_ARG_V_PARTS 1
 #define FD_O_PROJ_RESIDUAL_BUF_ATTN_OUT 0
 #define FD_O_PROJ_RESIDUAL_BUF_RESIDUAL 1
 #define FD_O_PROJ_RESIDUAL_BUF_H_ATTN 2

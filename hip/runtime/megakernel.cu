@@ -316,7 +316,8 @@ __device__ __forceinline__ void fd_run_task(const fd_launch_args& a, const fd_mo
       fd_with_weights(staged, [&](auto wl) {
         fd_task_attention_merge_uv<float, decltype(wl)>(
             part_ml, part_ml + 1, 2, F(FD_ATTN_MERGE_UV_BUF_PART_O), v.arg[FD_ATTN_MERGE_UV_ARG_N_CHUNKS],
-            WM(FD_ATTN_MERGE_UV_WT_KV_B), b0, b1, F(FD_ATTN_MERGE_UV_BUF_ATTN_OUT), smem);
+            WM(FD_ATTN_MERGE_UV_WT_KV_B), b0, b1, F(FD_ATTN_MERGE_UV_BUF_ATTN_OUT), smem, slot,
+            v.arg[FD_ATTN_MERGE_UV_ARG_V_PARTS]);
       });
       break;
     }

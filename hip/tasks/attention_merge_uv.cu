@@ -100,13 +100,17 @@ __device__ void fd_task_attention_merge(const float* part_m, const float* part_l
   }
 }
 
+// v_parts > 1 (one head per task): only rows [part * kVHead / v_parts, ...) of the head's W_UV, so
+// that the head's W_UV is spread over v_parts tasks (each merges the same partials).
 template <class Act, class WL = fd_global_weights>
 __device__ void fd_task_attention_merge_uv(const float* part_m, const float* part_l, int ml_stride,
                                            const float* part_o, int n_chunks, const fd_bf16* kv_b, int head_begin,
-                                           int head_end, Act* attn_out, void* smem) {
+                                           int head_end, Act* attn_out, void* smem, int part = 0, int v_parts = 1) {
   float* lat_s = static_cast<float*>(smem) + 2 * kMaxChunks + kMergeMaxSlices * kLatent;  // out_lat of the tile's heads
   fd_task_attention_merge(part_m, part_l, ml_stride, part_o, n_chunks, head_begin, head_end, lat_s, smem);
-  fd_wuv_rows<Act, WL>(lat_s, head_begin, kv_b, head_begin * kVHead, head_end * kVHead, attn_out);
+  const int part_rows = kVHead / v_parts, row_begin = head_begin * kVHead + part * part_rows;
+  fd_wuv_rows<Act, WL>(lat_s, head_begin, kv_b, row_begin,
+                       v_parts == 1 ? head_end * kVHead : row_begin + part_rows, attn_out);
 }
 
 #ifndef FD_NO_STANDALONE

@@ -124,9 +124,15 @@ def _attention(b: _Builder, layer, h_in, h_in_ready, h_out):
                    (q_lat, q_pe, ckv, kpe, part_o, part_ml), args=(h0, h0 + group), layer=layer, tile=tile, slot=i)
     attn_out = b.buffer(L + "attn_out", H * v)
     ev_merge = b.event(L + "attn_merge", layer)
+    parts = plan.merge_v_parts
+    if parts > 1 and (plan.heads_per_tile != 1 or v % parts or (v // parts) % plan.row_align):
+        raise ValueError(f"plan.merge_v_parts={parts} needs heads_per_tile 1 and {v} rows a head that split into "
+                         f"parts of a multiple of {plan.row_align}")
     for i, tile in enumerate(tiles(H, plan.heads_per_tile)):
-        b.task(Kind.ATTN_MERGE_UV, f"{L}attn_merge[{i}]", ev_merge, [(ev_chunk, 0)], (part_o, part_ml, attn_out), (kv_b,),
-               (len(chunks),), layer=layer, tile=tile)
+        for part in range(parts):
+            name = f"{L}attn_merge[{i}]" if parts == 1 else f"{L}attn_merge[{i}.v{part}]"
+            b.task(Kind.ATTN_MERGE_UV, name, ev_merge, [(ev_chunk, 0)], (part_o, part_ml, attn_out), (kv_b,),
+                   (len(chunks), parts), layer=layer, tile=tile, slot=part)
 
     h_attn = b.buffer(L + "h_attn", d)
     ev_o = b.event(L + "o_proj", layer)

@@ -8,8 +8,9 @@ import enum
 import struct
 
 MAGIC = 0x46445447  # "FDTG"
-VERSION = 4  # 2: the router cut into expert tiles and a ROUTE_TOPK task; 3: q-absorb by (head, column block);
-# 4: split-K expert tiles (GATE_UP_DOWN, EXPERT_GATE_UP_DOWN) and SUM_PARTIALS
+VERSION = 5  # 2: the router cut into expert tiles and a ROUTE_TOPK task; 3: q-absorb by (head, column block);
+# 4: split-K expert tiles (GATE_UP_DOWN, EXPERT_GATE_UP_DOWN) and SUM_PARTIALS; 5: ATTN_MERGE_UV's W_UV
+# rows in parts (arg v_parts, slot = the part)
 MAX_INPUTS = 4  # input events per task record
 MAX_BUFFERS = 6  # buffer operands per task record
 MAX_WEIGHTS = 4  # weight operands per task record
@@ -70,7 +71,8 @@ OPERANDS = {
     Kind.CACHE_APPEND: (("kv_a", "ckv", "kpe"), ("kv_norm", "rope_cos", "rope_sin"), ()),
     # Heads [head_begin, head_end) of the chunk's positions [tile); slot = the chunk's partials row.
     Kind.ATTN_CHUNK: (("q_lat", "q_pe", "ckv", "kpe", "part_o", "part_ml"), (), ("head_begin", "head_end")),
-    Kind.ATTN_MERGE_UV: (("part_o", "part_ml", "attn_out"), ("kv_b",), ("n_chunks",)),
+    # Heads [tile) merged from n_chunks partials; slot p of v_parts: W_UV rows p*v/v_parts .. of each head.
+    Kind.ATTN_MERGE_UV: (("part_o", "part_ml", "attn_out"), ("kv_b",), ("n_chunks", "v_parts")),
     Kind.O_PROJ_RESIDUAL: (("attn_out", "residual", "h_attn", "h_out"), ("o_proj",), ()),
     Kind.ROUTER: (("x", "logits"), ("norm", "router"), ()),
     Kind.GATE_UP: (("x", "act"), ("norm", "gate", "up"), ()),

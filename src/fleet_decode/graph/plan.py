@@ -48,6 +48,9 @@ class Plan:
     # columns of the part), adding into the layer's output beside the routed slots. With 2 parts a
     # shared down tile streams as many bytes as a routed one, instead of twice as many.
     shared_parts: int = 1
+    # Each merge task's W_UV rows cut into this many tasks (heads_per_tile must then be 1): each merges
+    # its head's partials and computes 128 / merge_v_parts rows of attn_out, from a smaller staged tile.
+    merge_v_parts: int = 1
     # The down stage (every slot's down tiles and the shared experts') cut into this many times more,
     # shorter tiles: the down tiles of the slot whose gate/up finishes last then spread over more workers.
     down_split: int = 1
@@ -59,7 +62,7 @@ class Plan:
             raise ValueError(f"moe_tiles must be one of {MOE_TILINGS}, got {self.moe_tiles!r}")
         for name in ("workers", "row_align", "heads_per_tile", "absorb_parts", "attn_chunk", "attn_head_groups",
                      "max_positions",
-                     "max_steps", "split_k_rows", "shared_parts", "down_split"):
+                     "max_steps", "split_k_rows", "shared_parts", "down_split", "merge_v_parts"):
             if getattr(self, name) < 1:
                 raise ValueError(f"plan.{name} must be >= 1, got {getattr(self, name)}")
 

@@ -36,9 +36,10 @@ def weight_reads(task, graph) -> list[WeightRead]:
         return [whole(0), WeightRead(task.weights[1], -1, r0, r1, shape[1][1])]
     if k == Kind.ROPE_Q_ABSORB:  # units r0..r1 of (head, column block): contiguous rows of w_uk_parts
         return [WeightRead(task.weights[0], -1, r0 * c.qk_nope, r1 * c.qk_nope, shape[0][1]), one_row(1), one_row(2)]
-    if k == Kind.ATTN_MERGE_UV:
-        per_head = c.qk_nope + c.v_head
-        return [WeightRead(task.weights[0], -1, h * per_head + c.qk_nope, (h + 1) * per_head, c.kv_rank)
+    if k == Kind.ATTN_MERGE_UV:  # W_UV rows of the task's part of each head
+        per_head, part_rows = c.qk_nope + c.v_head, c.v_head // task.args[1]
+        v0 = c.qk_nope + task.slot * part_rows
+        return [WeightRead(task.weights[0], -1, h * per_head + v0, h * per_head + v0 + part_rows, c.kv_rank)
                 for h in range(r0, r1)]
     if k == Kind.CACHE_APPEND:
         return [whole(0), one_row(1), one_row(2)]

@@ -197,6 +197,8 @@ def main(argv=None) -> int:
     parser.add_argument("--shared-parts", type=int, help="the shared experts' MLP in this many parts (Plan.shared_parts)")
     parser.add_argument("--attn-head-groups", type=int, help="each attention chunk's heads in this many tasks "
                                                               "(Plan.attn_head_groups)")
+    parser.add_argument("--merge-v-parts", type=int,
+                        help="each head's W_UV rows in this many merge tasks (Plan.merge_v_parts)")
     parser.add_argument("--library", action="append", metavar="NAME=PATH",
                         help="trace with this build of the kernels (repeatable: one model load, one trace per "
                              "library, written to OUT with -NAME before its suffix)")
@@ -212,6 +214,8 @@ def main(argv=None) -> int:
         overrides["shared_parts"] = args.shared_parts
     if args.attn_head_groups:
         overrides["attn_head_groups"] = args.attn_head_groups
+    if args.merge_v_parts:
+        overrides["merge_v_parts"] = args.merge_v_parts
     for name, path in libraries.items():
         mk = Megakernel(model, plan=decode_plan(model.config, args.prompt + args.tokens, n_sm, **overrides),
                         lib=library.load(path) if path else None, tuning=Tuning(stage=not args.no_stage))

@@ -183,10 +183,11 @@ def _attn_merge_uv(t):
         k.put("part_o", e @ ckv[p0:p1], at=i * H * R)
         k.put("part_ml", torch.stack((m, e.sum(-1)), -1), at=i * H * 2)
     k.run()
-    h0, h1 = k.task.tile
+    (h0, h1), part_rows = k.task.tile, v // k.task.args[1]
+    v0 = nope + k.task.slot * part_rows
     out_lat = torch.softmax(scores, -1) @ ckv
-    want = torch.einsum("hr,rhv->hv", out_lat[h0:h1], t.kv_b[:, h0:h1, nope:])
-    return _error(k.out("attn_out").view(H, v)[h0:h1], want)
+    want = torch.einsum("hr,rhv->hv", out_lat[h0:h1], t.kv_b[:, h0:h1, v0:v0 + part_rows])
+    return _error(k.out("attn_out").view(H, v)[h0:h1, v0 - nope:v0 - nope + part_rows], want)
 
 
 @checks_on_simulator(Kind.O_PROJ_RESIDUAL)

@@ -131,8 +131,12 @@ def attn_merge_uv(ctx):
     m, l = ml[..., 0], ml[..., 1]
     scale = torch.exp(m - m.max(dim=0).values)  # empty chunks have m = -inf and weigh 0
     out_lat = (scale[..., None] * o).sum(dim=0) / (scale * l).sum(dim=0)[:, None]
-    w_uv = _per_head(ctx)[h0:h1, c.qk_nope:]
-    ctx.write("attn_out", h0 * c.v_head, torch.einsum("hc,hvc->hv", out_lat, w_uv.float()).reshape(-1))
+    part_rows = c.v_head // ctx.arg(1)
+    v0 = ctx.task.slot * part_rows  # the task's part of each head's W_UV rows
+    w_uv = _per_head(ctx)[h0:h1, c.qk_nope + v0:c.qk_nope + v0 + part_rows]
+    out = torch.einsum("hc,hvc->hv", out_lat, w_uv.float())
+    for h in range(h0, h1):
+        ctx.write("attn_out", h * c.v_head + v0, out[h - h0])
 
 
 @simulates(Kind.O_PROJ_RESIDUAL)
