@@ -100,6 +100,24 @@ class TorchTaskKernels:
         topk_idx.copy_(torch.tensor(chosen, dtype=torch.int32))
         topk_weight.copy_(p[chosen] * routed_scaling)
 
+    def o_proj_router(self, attn_out, W_o, residual, h_attn, norm_weight, eps, w_router, rows_per_tile, top_k,
+                      routed_scaling, parts, probs, topk_idx, topk_weight):
+        h_attn.copy_(residual.float() + st(W_o.float() @ attn_out.float(), attn_out.dtype))
+        h = h_attn.float()
+        for i, r0 in enumerate(range(0, h.numel(), rows_per_tile)):
+            rows = slice(r0, r0 + rows_per_tile)
+            parts[i, :-1] = w_router[:, rows] @ (norm_weight[rows].float() * h[rows])
+            parts[i, -1] = (h[rows] ** 2).sum()
+        self.parts_topk(parts, h.numel(), eps, top_k, routed_scaling, probs, topk_idx, topk_weight)
+
+    def parts_topk(self, parts, hidden, eps, top_k, routed_scaling, probs, topk_idx, topk_weight):
+        sums = parts.sum(0)
+        p = torch.softmax(sums[:-1] * torch.rsqrt(sums[-1] / hidden + eps), -1)
+        chosen = sorted(sorted(range(p.numel()), key=lambda e: (-p[e].item(), e))[:top_k])
+        probs.copy_(p)
+        topk_idx.copy_(torch.tensor(chosen, dtype=torch.int32))
+        topk_weight.copy_(p[chosen] * routed_scaling)
+
     def expert_gate_up(self, x, norm_weight, eps, gate_w, up_w, expert_stride, expert_idx, act, rows_per_tile):
         xn = rms_norm(x, norm_weight)
         inter = act.shape[1]
@@ -215,6 +233,19 @@ class RouterSkipsLastTile(TorchTaskKernels):
                              logits[:-rows_per_tile], probs[:-rows_per_tile], topk_idx, topk_weight)
 
 
+class RouterPartsMissTheLastTile(TorchTaskKernels):
+    def o_proj_router(self, attn_out, W_o, residual, h_attn, norm_weight, eps, w_router, rows_per_tile, top_k,
+                      routed_scaling, parts, probs, topk_idx, topk_weight):
+        super().o_proj_router(attn_out, W_o, residual, h_attn, norm_weight, eps, w_router, rows_per_tile, top_k,
+                              routed_scaling, parts, probs, topk_idx, topk_weight)
+        parts[-1] = 0.0
+
+
+class TopkSkipsTheLastPart(TorchTaskKernels):
+    def parts_topk(self, parts, hidden, eps, top_k, routed_scaling, probs, topk_idx, topk_weight):
+        super().parts_topk(parts[:-1], hidden, eps, top_k, routed_scaling, probs, topk_idx, topk_weight)
+
+
 class OverwritesInsteadOfAdding(TorchTaskKernels):
     def down_accum(self, down_w, expert_stride, expert_idx, expert_weight, act, h_out, rows_per_tile):
         h_out.zero_()
@@ -266,6 +297,8 @@ class DropsTheResidual(TorchTaskKernels):
     (RoundsFp32ToBf16, "EXPERT_GATE_UP"),
     (ExpertsInDescendingOrder, "ROUTE_TOPK"),
     (RouterSkipsLastTile, "ROUTER"),
+    (RouterPartsMissTheLastTile, "O_PROJ_ROUTER"),
+    (TopkSkipsTheLastPart, "ROUTE_PARTS_TOPK"),
     (OverwritesInsteadOfAdding, "DOWN_ACCUM"),
     (OverwritesInsteadOfAdding, "EXPERT_DOWN_ACCUM"),
     (SlicesTheWrongDownRows, "GATE_UP_DOWN"),

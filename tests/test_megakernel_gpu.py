@@ -156,6 +156,26 @@ def test_staged_weights_change_no_bit_of_the_output(prompt, megakernel, stage_ki
         assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("layer", [1, 26])
+def test_one_layer_with_the_router_in_the_o_proj_tiles_matches_the_reference(model, prompt, layer):
+    plan = dataclasses.replace(plan_for(model, "routing-free"), router_in_o_proj=True)
+    mk = Megakernel(model, plan=plan, layers=[layer])
+    assert any(t.kind.name == "O_PROJ_ROUTER" for t in mk.graph.tasks)
+    ours, ref = mk.run_layer(prompt)
+    assert torch.isfinite(ours).all()
+    assert rel(ours, ref) < LAYER_REL_TOL, rel(ours, ref)
+
+
+def test_the_router_in_the_o_proj_tiles_decodes_as_the_router_tiles_do(model, prompt, megakernel):
+    # the same logits up to the order of the router's fp32 sums: the same tokens, logits within a hair
+    tiles = megakernel.decode(prompt, 4)
+    plan = dataclasses.replace(megakernel.plan, router_in_o_proj=True)
+    fused = Megakernel(model, plan=plan).decode(prompt, 4)
+    assert fused.tokens == tiles.tokens
+    for a, b in zip(fused.logits, tiles.logits):
+        assert cos(a, b) >= STEP_COS_MIN
+
+
 def test_merges_with_w_uv_in_parts_change_no_bit_of_the_output(model, prompt, megakernel):
     # Plan.merge_v_parts: each part merges the same partials in the same order and computes its rows
     # of W_UV as the whole head's task does: the same logits to the bit.

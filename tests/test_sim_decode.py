@@ -96,6 +96,19 @@ def test_merges_with_w_uv_in_parts_match_reference(source, workers, schedule):
     assert_follows_reference(result, source)
 
 
+@pytest.mark.parametrize("workers", [3, 17])
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_the_router_in_the_o_proj_tiles_matches_reference(source, workers, schedule):
+    """Plan.router_in_o_proj: the o_proj tiles of the MoE layers add their rows into the router's dot
+    products, and the top-k adds their partial sums; no router tiles."""
+    model, ids, *_ = case(source)
+    plan = dataclasses.replace(sim_plan(workers, len(ids) + TOKENS, TOKENS), router_in_o_proj=True)
+    kinds = {t.kind for t in build_graph(model.config, plan).tasks}
+    assert {Kind.O_PROJ_ROUTER, Kind.ROUTE_PARTS_TOPK} <= kinds and not kinds & {Kind.ROUTER, Kind.ROUTE_TOPK}
+    result = simulate(model, ids, TOKENS, plan=plan, schedule=schedule, seed=workers)
+    assert_follows_reference(result, source)
+
+
 def test_tokens_are_not_degenerate():
     """Guards the test above: a model that always emits one token would make agreement cheap."""
     assert len(set(case("tiny")[2])) > 1

@@ -60,10 +60,12 @@ def model_and_ids():
     return model, ids[:PROMPT]
 
 
-def graph_for(model, workers, moe_tiles="routing-free", shared_parts=1, attn_head_groups=1, merge_v_parts=1):
+def graph_for(model, workers, moe_tiles="routing-free", shared_parts=1, attn_head_groups=1, merge_v_parts=1,
+              router_in_o_proj=False):
     plan = dataclasses.replace(sim_plan(workers, PROMPT + TOKENS, TOKENS), moe_tiles=moe_tiles,
                                shared_parts=shared_parts, attn_head_groups=attn_head_groups,
-                               merge_v_parts=merge_v_parts, heads_per_tile=1 if merge_v_parts > 1 else 2)
+                               merge_v_parts=merge_v_parts, heads_per_tile=1 if merge_v_parts > 1 else 2,
+                               router_in_o_proj=router_in_o_proj)
     return build_graph(model.config, plan)
 
 
@@ -115,10 +117,16 @@ MERGE_PART_EDGES = [
     ("L1.attn_merge[1.v1]", "L1.attn_chunk"),
     ("L1.o_proj[0]", "L1.attn_merge"),
 ]
+# the router's dot products in the o_proj tiles (Plan.router_in_o_proj): the top-k waits on all of them
+ROUTER_IN_O_PROJ_EDGES = [
+    ("L1.route_topk", "L1.o_proj"),
+    ("L1.o_proj[1]", "L1.attn_merge"),
+]
 # (plan overrides, task, the event it waits on) for the plan options' own tasks
 OPTION_EDGES = [({"shared_parts": 2}, *edge) for edge in SHARED_PARTS_EDGES] + \
     [({"attn_head_groups": 2}, *edge) for edge in HEAD_GROUP_EDGES] + \
-    [({"merge_v_parts": 2}, *edge) for edge in MERGE_PART_EDGES]
+    [({"merge_v_parts": 2}, *edge) for edge in MERGE_PART_EDGES] + \
+    [({"router_in_o_proj": True}, *edge) for edge in ROUTER_IN_O_PROJ_EDGES]
 
 
 @pytest.mark.parametrize("overrides,task_name,event_name", OPTION_EDGES)

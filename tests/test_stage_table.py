@@ -37,10 +37,16 @@ def test_staged_ranges_lie_inside_their_weight_and_fit(graph):
 
 
 def test_every_stageable_kind_is_staged_at_132_workers(graph):
-    table = stage_table(graph, CAPACITY, kinds=STAGEABLE_KINDS)
+    # the router's kinds of the other plan (Plan.router_in_o_proj) in a graph of their own
+    fused = build_graph(get_config("deepseek-coder-v2-lite"),
+                        Plan(workers=132, max_positions=256, max_steps=4, router_in_o_proj=True), layers=[0, 1])
+    for g in (graph, fused):
+        table = stage_table(g, CAPACITY, kinds=STAGEABLE_KINDS)
+        for kind in STAGEABLE_KINDS:
+            tasks = [i for i, t in enumerate(g.tasks) if t.kind == kind]
+            assert all(table[i, 0] >= 0 for i in tasks), kind.name
     for kind in STAGEABLE_KINDS:
-        tasks = [i for i, t in enumerate(graph.tasks) if t.kind == kind]
-        assert tasks and all(table[i, 0] >= 0 for i in tasks), kind.name
+        assert any(t.kind == kind for g in (graph, fused) for t in g.tasks), kind.name
 
 
 def test_only_the_kinds_asked_for_are_staged(graph):
@@ -51,7 +57,8 @@ def test_only_the_kinds_asked_for_are_staged(graph):
     assert set(STAGED_KINDS) <= set(STAGEABLE_KINDS)
     # the default table is the default kinds'
     default = stage_table(graph, CAPACITY)
-    assert {graph.tasks[i].kind for i in range(len(graph.tasks)) if default[i, 0] >= 0} == set(STAGED_KINDS)
+    present = {t.kind for t in graph.tasks}
+    assert {graph.tasks[i].kind for i in range(len(graph.tasks)) if default[i, 0] >= 0} == set(STAGED_KINDS) & present
 
 
 def test_tuning_names_the_staged_kinds_and_refuses_others():
@@ -106,3 +113,15 @@ def test_a_merge_in_parts_stages_its_part_of_the_heads_w_uv():
             h, part = t.tile[0], t.slot
             first_row = h * per_head + config.qk_nope_head_dim + part * config.v_head_dim // 2
             assert tuple(table[i]) == (kv_b, first_row * row_bytes, config.v_head_dim // 2 * row_bytes)
+
+
+def test_an_o_proj_tile_with_the_router_stages_its_o_proj_rows_only():
+    config = get_config("deepseek-coder-v2-lite")
+    g = build_graph(config, Plan(workers=132, max_positions=256, max_steps=4, router_in_o_proj=True), layers=[1])
+    table = stage_table(g, CAPACITY)
+    o_proj = next(i for i, w in enumerate(g.weights) if w.name == "model.layers.1.self_attn.o_proj.weight")
+    tiles = [(i, t) for i, t in enumerate(g.tasks) if t.kind == Kind.O_PROJ_ROUTER]
+    assert tiles and not any(t.kind == Kind.ROUTER for t in g.tasks)
+    for i, t in tiles:
+        r0, r1 = t.tile
+        assert tuple(table[i]) == (o_proj, r0 * g.weights[o_proj].shape[1] * 2, (r1 - r0) * g.weights[o_proj].shape[1] * 2)

@@ -5,7 +5,7 @@
  * as their IEEE-754 binary32 bit pattern (read them with a bitcast). */
 #pragma once
 #define FD_GRAPH_MAGIC 0x46445447
-#define FD_GRAPH_VERSION 5
+#define FD_GRAPH_VERSION 6
 #define FD_NONE (-1)
 #define FD_MAX_INPUTS 4
 #define FD_MAX_BUFFERS 6
@@ -48,6 +48,8 @@ enum fd_kind {
     FD_KIND_GATE_UP_DOWN = 16,
     FD_KIND_EXPERT_GATE_UP_DOWN = 17,
     FD_KIND_SUM_PARTIALS = 18,
+    FD_KIND_O_PROJ_ROUTER = 19,
+    FD_KIND_ROUTE_PARTS_TOPK = 20,
 };
 enum fd_dtype {
     FD_DTYPE_F32 = 0,
@@ -239,6 +241,18 @@ enum fd_weight_word {
 #define FD_SUM_PARTIALS_BUF_PARTIALS 0
 #define FD_SUM_PARTIALS_BUF_H_OUT 1
 #define FD_SUM_PARTIALS_ARG_N_ROWS 0
+#define FD_O_PROJ_ROUTER_BUF_ATTN_OUT 0
+#define FD_O_PROJ_ROUTER_BUF_RESIDUAL 1
+#define FD_O_PROJ_ROUTER_BUF_H_ATTN 2
+#define FD_O_PROJ_ROUTER_BUF_H_OUT 3
+#define FD_O_PROJ_ROUTER_BUF_ROUTER_PARTS 4
+#define FD_O_PROJ_ROUTER_WT_O_PROJ 0
+#define FD_O_PROJ_ROUTER_WT_NORM 1
+#define FD_O_PROJ_ROUTER_WT_ROUTER 2
+#define FD_ROUTE_PARTS_TOPK_BUF_ROUTER_PARTS 0
+#define FD_ROUTE_PARTS_TOPK_BUF_ROUTE_IDX 1
+#define FD_ROUTE_PARTS_TOPK_BUF_ROUTE_W 2
+#define FD_ROUTE_PARTS_TOPK_ARG_N_PARTS 0
 #define FD_DOWN_ACCUM_ACCUMULATES 1 /* adds into BUF h_out */
 #define FD_EXPERT_DOWN_ACCUM_ACCUMULATES 1 /* adds into BUF h_out */
 #define FD_SUM_PARTIALS_ACCUMULATES 1 /* adds into BUF h_out */

@@ -42,6 +42,7 @@ namespace {
 #include "../tasks/expert_gate_up.cu"
 #include "../tasks/gate_up_down.cu"
 #include "../tasks/lm_head.cu"
+#include "../tasks/o_proj_router.cu"
 #include "../tasks/rmsnorm_gemv.cu"
 #include "../tasks/rope_q_absorb.cu"
 #include "../tasks/router_topk.cu"
@@ -142,6 +143,7 @@ constexpr int kListCached = 512;
 // worker's next task without slowing it.
 __device__ __forceinline__ bool fd_leaves_stage_idle(int kind) {
   return kind == FD_KIND_ATTN_CHUNK || kind == FD_KIND_CACHE_APPEND || kind == FD_KIND_ROUTE_TOPK ||
+         kind == FD_KIND_ROUTE_PARTS_TOPK ||
          kind == FD_KIND_EMBED || kind == FD_KIND_ARGMAX || kind == FD_KIND_SUM_PARTIALS;
 }
 
@@ -328,6 +330,21 @@ __device__ __forceinline__ void fd_run_task(const fd_launch_args& a, const fd_mo
             WM(FD_O_PROJ_RESIDUAL_WT_O_PROJ), kHeads * kVHead, b0, b1, F(FD_O_PROJ_RESIDUAL_BUF_RESIDUAL),
             F(FD_O_PROJ_RESIDUAL_BUF_H_ATTN), F(FD_O_PROJ_RESIDUAL_BUF_H_OUT), smem);
       });
+      break;
+    case FD_KIND_O_PROJ_ROUTER:
+      fd_with_weights(staged, [&](auto wl) {
+        fd_task_o_proj_router<float, decltype(wl)>(
+            F(FD_O_PROJ_ROUTER_BUF_ATTN_OUT), WM(FD_O_PROJ_ROUTER_WT_O_PROJ), kHeads * kVHead, b0, b1,
+            F(FD_O_PROJ_ROUTER_BUF_RESIDUAL), F(FD_O_PROJ_ROUTER_BUF_H_ATTN), F(FD_O_PROJ_ROUTER_BUF_H_OUT),
+            WM(FD_O_PROJ_ROUTER_WT_NORM), WF(FD_O_PROJ_ROUTER_WT_ROUTER), c.n_experts, hidden,
+            F(FD_O_PROJ_ROUTER_BUF_ROUTER_PARTS) + static_cast<size_t>(slot) * (c.n_experts + 1), smem);
+      });
+      break;
+    case FD_KIND_ROUTE_PARTS_TOPK:
+      fd_task_route_parts_topk(F(FD_ROUTE_PARTS_TOPK_BUF_ROUTER_PARTS), v.arg[FD_ROUTE_PARTS_TOPK_ARG_N_PARTS],
+                               c.n_experts, hidden, eps, c.top_k, c.routed_scaling, nullptr,
+                               I(FD_ROUTE_PARTS_TOPK_BUF_ROUTE_IDX), F(FD_ROUTE_PARTS_TOPK_BUF_ROUTE_W),
+                               static_cast<float*>(smem));
       break;
     case FD_KIND_ROUTER:
       fd_with_weights(staged, [&](auto wl) {

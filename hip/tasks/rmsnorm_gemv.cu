@@ -3,8 +3,10 @@
 // memory), fp32 accumulation, stored as Act (bf16: HF's nn.Linear output, rounded; fp32: kept).
 // With residual != nullptr the tile adds it (HF's `residual + hidden_states`); with
 // norm_weight == nullptr x is used as is; with out2 != nullptr the result is also written there
-// (the graph's O_PROJ_RESIDUAL writes h_attn and starts the sum in h_out). Used for
+// (the graph's O_PROJ_RESIDUAL writes h_attn and starts the sum in h_out); with out_s != nullptr
+// row r is also kept at out_s[r - row_begin] (shared memory, for the block's own later use). Used for
 // q_proj|kv_a_proj (input_layernorm), o_proj (+ residual) and the dense MLP.
+#pragma once  // also included by o_proj_router.cu
 #include "common.h"
 
 template <class Act>
@@ -13,7 +15,7 @@ __host__ __device__ constexpr int fd_rmsnorm_gemv_smem_bytes(int n_in) { return 
 template <class Act, class WL = fd_global_weights>
 __device__ void fd_task_rmsnorm_gemv(const Act* x, const fd_bf16* norm_weight, float eps, const fd_bf16* W, int n_in,
                                      int row_begin, int row_end, const Act* residual, Act* out, Act* out2,
-                                     void* smem) {
+                                     void* smem, Act* out_s = nullptr) {
   Act* xs = static_cast<Act*>(smem);
   fd_rmsnorm(x, norm_weight, eps, n_in, xs);
   fd_gemv_rows<WL>(W, n_in, xs, row_begin, row_end, [&](int r, float dot) {
@@ -22,6 +24,7 @@ __device__ void fd_task_rmsnorm_gemv(const Act* x, const fd_bf16* norm_weight, f
     if (residual != nullptr) y += fd_to_float(residual[r]);
     out[r] = fd_store_as<Act>(y);
     if (out2 != nullptr) out2[r] = out[r];
+    if (out_s != nullptr) out_s[r - row_begin] = out[r];
   });
 }
 

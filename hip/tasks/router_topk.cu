@@ -7,6 +7,7 @@
 // The task graph cuts it in two kinds: ROUTER (logits of a tile of experts, fd_task_router_logits)
 // and ROUTE_TOPK (softmax and top-k, fd_task_route_topk). The expert tiles read idx/weights at run
 // time.
+#pragma once  // also included by o_proj_router.cu
 #include "common.h"
 
 constexpr int kMaxExperts = 256;

@@ -136,17 +136,36 @@ def _attention(b: _Builder, layer, h_in, h_in_ready, h_out):
 
     h_attn = b.buffer(L + "h_attn", d)
     ev_o = b.event(L + "o_proj", layer)
-    b.gemv_tiles(Kind.O_PROJ_RESIDUAL, L + "o_proj", d, d, ev_o, [(ev_merge, 0)], (attn_out, h_in, h_attn, h_out),
-                 (o_w,), layer)
-    return h_attn, ev_o
+    if not _router_in_o_proj(cfg, plan, layer):
+        b.gemv_tiles(Kind.O_PROJ_RESIDUAL, L + "o_proj", d, d, ev_o, [(ev_merge, 0)], (attn_out, h_in, h_attn, h_out),
+                     (o_w,), layer)
+        return h_attn, ev_o, None
+    # Each o_proj tile has its rows of h_attn in hand: it also adds them into the router's dot products
+    # (its own row of router_parts), so the top-k follows o_proj with no router stage between them.
+    E = cfg.n_routed_experts
+    o_tiles = tiles(d, plan.tile_rows(d))
+    router_parts = b.buffer(L + "router_parts", len(o_tiles), E + 1)
+    post_norm = b.weight(p + "post_attention_layernorm.weight", (d,))
+    router_w = b.weight(p + "mlp.gate.weight", (E, d), DType.F32)  # HF keeps the router in fp32
+    for i, tile in enumerate(o_tiles):
+        b.task(Kind.O_PROJ_ROUTER, f"{L}o_proj[{i}]", ev_o, [(ev_merge, 0)], (attn_out, h_in, h_attn, h_out, router_parts),
+               (o_w, post_norm, router_w), layer=layer, tile=tile, slot=i)
+    return h_attn, ev_o, router_parts
+
+
+def _router_in_o_proj(config, plan: Plan, layer) -> bool:
+    return plan.router_in_o_proj and layer >= config.first_k_dense_replace
 
 
 def _routing_tasks(config, plan: Plan) -> int:
-    """Tasks that decide the routing of one MoE layer: the router's expert tiles and the top-k."""
+    """Tasks that decide the routing of one MoE layer: the router's expert tiles (none where the o_proj
+    tiles compute its dot products) and the top-k."""
+    if plan.router_in_o_proj:
+        return 1
     return len(tiles(config.n_routed_experts, plan.tile_rows(config.n_routed_experts))) + 1
 
 
-def _mlp(b: _Builder, layer, h_attn, ev_o, h_out, ev_out):
+def _mlp(b: _Builder, layer, h_attn, ev_o, h_out, ev_out, router_parts=None):
     cfg = b.config
     d = cfg.hidden_size
     p = f"model.layers.{layer}."
@@ -177,14 +196,19 @@ def _mlp(b: _Builder, layer, h_attn, ev_o, h_out, ev_out):
     down_name, sh_down_name = p + "mlp.experts.down_proj", p + "mlp.shared_experts.down_proj.weight"
 
     def router():
+        if router_parts is not None:  # the o_proj tiles computed the dot products: the top-k adds them
+            n_parts = b.buffers[router_parts].rows
+            b.task(Kind.ROUTE_PARTS_TOPK, L + "route_topk", ev_route, [(ev_o, 0)], (router_parts, route_idx, route_w),
+                   args=(n_parts,), layer=layer)
+            return
         # The router's 512 KB (fp32) cut into expert tiles over several workers, then one small task
         # picks the top k from the logits: one more round trip, but no single worker streams it all.
+        logits = b.buffer(L + "router_logits", E)
+        ev_logits = b.event(L + "router", layer)
         b.gemv_tiles(Kind.ROUTER, L + "router", E, E, ev_logits, [(ev_o, 0)], (h_attn, logits), (post_norm, router_w),
                      layer)
         b.task(Kind.ROUTE_TOPK, L + "route_topk", ev_route, [(ev_logits, 0)], (logits, route_idx, route_w), layer=layer)
 
-    logits = b.buffer(L + "router_logits", E)
-    ev_logits = b.event(L + "router", layer)
     route_idx, route_w = b.buffer(L + "route_idx", K, 1, DType.I32), b.buffer(L + "route_w", K)
     ev_route = b.event(L + "route_topk", layer)
     if b.plan.moe_tiles == "split-k":
@@ -311,8 +335,8 @@ def build_graph(config, plan: Plan, layers=None) -> Graph:
         ready = ev_embed
     for layer in layers:
         ev_out = b.event(f"L{layer}.out", layer)
-        h_attn, ev_o = _attention(b, layer, hidden[layer], ready, hidden[layer + 1])
-        _mlp(b, layer, h_attn, ev_o, hidden[layer + 1], ev_out)
+        h_attn, ev_o, router_parts = _attention(b, layer, hidden[layer], ready, hidden[layer + 1])
+        _mlp(b, layer, h_attn, ev_o, hidden[layer + 1], ev_out, router_parts)
         ready = ev_out
     if has_head:
         V = config.vocab_size

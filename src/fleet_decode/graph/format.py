@@ -8,9 +8,10 @@ import enum
 import struct
 
 MAGIC = 0x46445447  # "FDTG"
-VERSION = 5  # 2: the router cut into expert tiles and a ROUTE_TOPK task; 3: q-absorb by (head, column block);
+VERSION = 6  # 2: the router cut into expert tiles and a ROUTE_TOPK task; 3: q-absorb by (head, column block);
 # 4: split-K expert tiles (GATE_UP_DOWN, EXPERT_GATE_UP_DOWN) and SUM_PARTIALS; 5: ATTN_MERGE_UV's W_UV
-# rows in parts (arg v_parts, slot = the part)
+# rows in parts (arg v_parts, slot = the part); 6: the router's dot products in the o_proj tiles
+# (O_PROJ_ROUTER) and the top-k from their partial sums (ROUTE_PARTS_TOPK)
 MAX_INPUTS = 4  # input events per task record
 MAX_BUFFERS = 6  # buffer operands per task record
 MAX_WEIGHTS = 4  # weight operands per task record
@@ -49,6 +50,8 @@ class Kind(enum.IntEnum):
     GATE_UP_DOWN = 16
     EXPERT_GATE_UP_DOWN = 17
     SUM_PARTIALS = 18
+    O_PROJ_ROUTER = 19
+    ROUTE_PARTS_TOPK = 20
 
 
 class DType(enum.IntEnum):
@@ -88,6 +91,12 @@ OPERANDS = {
     Kind.GATE_UP_DOWN: (("x", "partials"), ("norm", "gate", "up", "down_t"), ("row",)),
     Kind.EXPERT_GATE_UP_DOWN: (("x", "route_idx", "route_w", "partials"), ("norm", "gate_up", "down_t"), ("row",)),
     Kind.SUM_PARTIALS: (("partials", "h_out"), (), ("n_rows",)),
+    # O_PROJ_RESIDUAL, and for the tile's rows r the router's partial sums: row `slot` of router_parts
+    # holds sum_r router[e][r] * norm[r] * h_attn[r] for each expert e, then sum_r h_attn[r]^2.
+    Kind.O_PROJ_ROUTER: (("attn_out", "residual", "h_attn", "h_out", "router_parts"), ("o_proj", "norm", "router"),
+                         ()),
+    # ROUTE_TOPK of logits[e] = rsqrt(sum of squares / hidden + eps) * (the n_parts rows' sums for e).
+    Kind.ROUTE_PARTS_TOPK: (("router_parts", "route_idx", "route_w"), (), ("n_parts",)),
 }
 
 # Kinds that add into a buffer instead of overwriting it: (kind -> operand name). The region they add

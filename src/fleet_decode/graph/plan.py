@@ -48,6 +48,9 @@ class Plan:
     # columns of the part), adding into the layer's output beside the routed slots. With 2 parts a
     # shared down tile streams as many bytes as a routed one, instead of twice as many.
     shared_parts: int = 1
+    # The router's dot products computed by the o_proj tiles of the MoE layers (O_PROJ_ROUTER), each over
+    # its own rows of h_attn, and the top-k from their partial sums (ROUTE_PARTS_TOPK): no router stage.
+    router_in_o_proj: bool = False
     # Each merge task's W_UV rows cut into this many tasks (heads_per_tile must then be 1): each merges
     # its head's partials and computes 128 / merge_v_parts rows of attn_out, from a smaller staged tile.
     merge_v_parts: int = 1

@@ -8,7 +8,9 @@ from fleet_decode.graph.format import Kind
 @dataclass(frozen=True)
 class WeightRead:
     weight: int  # weight slot
-    part: int  # which copy is read: the routed-expert slot k, or -1 (static rows; dynamic single rows are -2)
+    # which copy is read: the routed-expert slot k, or -1 (static rows); dynamic single rows are -2, and a
+    # band of columns [begin, end) of every row (not one contiguous range) is COLUMN_BAND
+    part: int
     begin: int  # first row read (rows of the last-but-one dimension for a 3-D expert tensor)
     end: int
     cols: int
@@ -16,6 +18,9 @@ class WeightRead:
     @property
     def elements(self):
         return (self.end - self.begin) * self.cols
+
+
+COLUMN_BAND = -3
 
 
 def weight_reads(task, graph) -> list[WeightRead]:
@@ -45,6 +50,10 @@ def weight_reads(task, graph) -> list[WeightRead]:
         return [whole(0), one_row(1), one_row(2)]
     if k == Kind.O_PROJ_RESIDUAL:
         return [WeightRead(task.weights[0], -1, r0, r1, shape[0][1])]
+    if k == Kind.O_PROJ_ROUTER:  # and the router's columns [r0, r1) of every expert's row (the norm's
+        # [r0, r1) too, left out: the shared experts' tiles read the whole vector, counted once there)
+        return [WeightRead(task.weights[0], -1, r0, r1, shape[0][1]),
+                WeightRead(task.weights[2], COLUMN_BAND, r0, r1, shape[2][0])]
     if k == Kind.ROUTER:
         return [whole(0), WeightRead(task.weights[1], -1, r0, r1, shape[1][1])]
     if k == Kind.GATE_UP:

@@ -186,6 +186,8 @@ def speed_variants(n_prompt: int, n_tokens: int) -> dict[str, Variant]:
         "1088 rows": Variant({"max_positions": 1088}),
         "1088 rows attn_chunk=64": Variant({"max_positions": 1088, "attn_chunk": 64}),
         "attn_chunk=48": Variant({"attn_chunk": 48}),
+        "router_in_o_proj": Variant({"router_in_o_proj": True}),
+        "router_in_o_proj merge_v_parts=2": Variant({"router_in_o_proj": True, "merge_v_parts": 2}),
         "merge_v_parts=2": Variant({"merge_v_parts": 2}),
         "merge_v_parts=4": Variant({"merge_v_parts": 4}),
         "down_split=2": Variant({"down_split": 2}),

@@ -28,6 +28,7 @@ SIGNATURES = {
     "attention_chunk": [P, P, P, P, I, I, I, I, F, P, P, P, I],
     "attention_merge_uv": [P, P, I, P, I, P, I],
     "router_tiles": [P, P, F, P, I, I, I, I, F, P, P, P, P, I],
+    "o_proj_router": [P, P, I, I, I, P, P, P, P, I, F, I, F, P, P, P, P, I],
     "expert_gate_up": [P, P, F, P, P, L, P, I, I, I, I, P, I],
     "down_accum": [P, L, P, P, I, P, I, I, I, P, I],
     "lm_head": [P, P, F, P, I, I, I, P, P, P, I],
@@ -131,6 +132,16 @@ class TaskKernels:
                      w_router.shape[0], w_router.shape[1], rows_per_tile, top_k, routed_scaling,
                      ptr(logits, torch.float32), ptr(probs, torch.float32), ptr(topk_idx, torch.int32),
                      ptr(topk_weight, torch.float32), is_f32(x))
+
+    def o_proj_router(self, attn_out, W_o, residual, h_attn, norm_weight, eps, w_router, rows_per_tile, top_k,
+                      routed_scaling, parts, probs, topk_idx, topk_weight):
+        """The task graph's O_PROJ_ROUTER tiles (h_attn = residual + W_o attn_out, and each tile's row of
+        parts [tiles, experts + 1]), then its ROUTE_PARTS_TOPK: two launches."""
+        self._launch("o_proj_router", act(attn_out), ptr(W_o, torch.bfloat16), W_o.shape[1], W_o.shape[0],
+                     rows_per_tile, ptr(residual, attn_out.dtype), ptr(h_attn, attn_out.dtype),
+                     ptr(norm_weight, torch.bfloat16), ptr(w_router, torch.float32), w_router.shape[0], eps, top_k,
+                     routed_scaling, ptr(parts, torch.float32), ptr(probs, torch.float32), ptr(topk_idx, torch.int32),
+                     ptr(topk_weight, torch.float32), is_f32(attn_out))
 
     def expert_gate_up(self, x, norm_weight, eps, gate_w, up_w, expert_stride, expert_idx, act_out, rows_per_tile):
         """act_out: [n_slots, inter]; gate_w/up_w: views into the expert weights (any shape, contiguous base)."""

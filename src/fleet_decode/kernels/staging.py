@@ -17,7 +17,8 @@ WORDS = 3  # FD_STAGE_WORDS: [weight slot, byte offset, bytes]; slot -1: not sta
 NOT_STAGED = (-1, 0, 0)
 # The kinds whose task functions take the weight-load policy (hip/tasks/common.h fd_staged_weights):
 # the attention chain and the router, whose tiles fit a stage; expert and lm_head tiles do not.
-STAGEABLE_KINDS = (Kind.RMSNORM_GEMV, Kind.ROPE_Q_ABSORB, Kind.ATTN_MERGE_UV, Kind.O_PROJ_RESIDUAL, Kind.ROUTER)
+STAGEABLE_KINDS = (Kind.RMSNORM_GEMV, Kind.ROPE_Q_ABSORB, Kind.ATTN_MERGE_UV, Kind.O_PROJ_RESIDUAL, Kind.ROUTER,
+                   Kind.O_PROJ_ROUTER)
 # The ones staged by default (Tuning.staged_kinds overrides): a stage copy is HBM traffic beside
 # whatever else runs when it is issued, so staging a kind can cost more than it saves.
 STAGED_KINDS = STAGEABLE_KINDS

@@ -128,7 +128,7 @@ def _wake_and_gap(graph, t: np.ndarray, fire: np.ndarray) -> tuple[np.ndarray, n
 
 
 # The kinds of the chain from a layer's input to its top-k whose weights the runtime stages.
-CHAIN_KINDS = ("RMSNORM_GEMV", "ROPE_Q_ABSORB", "ATTN_MERGE_UV", "O_PROJ_RESIDUAL", "ROUTER")
+CHAIN_KINDS = ("RMSNORM_GEMV", "ROPE_Q_ABSORB", "ATTN_MERGE_UV", "O_PROJ_RESIDUAL", "ROUTER", "O_PROJ_ROUTER")
 
 
 def chain_view(s: dict) -> dict:
@@ -197,6 +197,8 @@ def main(argv=None) -> int:
     parser.add_argument("--shared-parts", type=int, help="the shared experts' MLP in this many parts (Plan.shared_parts)")
     parser.add_argument("--attn-head-groups", type=int, help="each attention chunk's heads in this many tasks "
                                                               "(Plan.attn_head_groups)")
+    parser.add_argument("--router-in-o-proj", action="store_true",
+                        help="the o_proj tiles compute the router's dot products (Plan.router_in_o_proj)")
     parser.add_argument("--merge-v-parts", type=int,
                         help="each head's W_UV rows in this many merge tasks (Plan.merge_v_parts)")
     parser.add_argument("--library", action="append", metavar="NAME=PATH",
@@ -216,6 +218,8 @@ def main(argv=None) -> int:
         overrides["attn_head_groups"] = args.attn_head_groups
     if args.merge_v_parts:
         overrides["merge_v_parts"] = args.merge_v_parts
+    if args.router_in_o_proj:
+        overrides["router_in_o_proj"] = True
     for name, path in libraries.items():
         mk = Megakernel(model, plan=decode_plan(model.config, args.prompt + args.tokens, n_sm, **overrides),
                         lib=library.load(path) if path else None, tuning=Tuning(stage=not args.no_stage))

@@ -89,7 +89,11 @@ class SimCheck:
 
     def split_k_case(self, kind, name_has=""):
         """A task of the split-K expert tiling (its own graph: the default tiling has none)."""
-        plan = dataclasses.replace(sim_plan(1, self.positions, 1), moe_tiles="split-k")
+        return self.plan_case(kind, name_has, moe_tiles="split-k")
+
+    def plan_case(self, kind, name_has="", **plan_options):
+        """A task of a graph built with these plan options (kinds the default plan does not emit)."""
+        plan = dataclasses.replace(sim_plan(1, self.positions, 1), **plan_options)
         return _Case(self.model, build_graph(self.config, plan), kind, self.pos0, name_has)
 
     @functools.cached_property
@@ -200,6 +204,38 @@ def _o_proj_residual(t):
     r0, r1 = k.task.tile
     want = (residual + t.dense.self_attn.o_proj(attn_out))[r0:r1]
     return _worst(_error(k.out("h_attn")[r0:r1], want), _error(k.out("h_out")[r0:r1], want))
+
+
+def _router_parts(t, h, r0, r1):
+    """One o_proj tile's row of router_parts, from h_attn's rows [r0, r1) and the MoE layer's router."""
+    gate, norm = t.moe.mlp.gate.weight.float(), t.moe.post_attention_layernorm.weight.float()
+    return torch.cat((gate[:, r0:r1] @ (norm[r0:r1] * h[r0:r1]), (h[r0:r1] ** 2).sum()[None]))
+
+
+@checks_on_simulator(Kind.O_PROJ_ROUTER)
+def _o_proj_router(t):
+    k = t.plan_case(Kind.O_PROJ_ROUTER, t.moe_layer + "o_proj[1]", router_in_o_proj=True)
+    attn_out, residual = t.rand(t.c.n_heads * t.c.v_head), t.rand(t.c.hidden)
+    k.put("attn_out", attn_out)
+    k.put("residual", residual)
+    k.run()
+    (r0, r1), row = k.task.tile, k.task.slot * (t.c.n_experts + 1)
+    h = residual + t.moe.self_attn.o_proj(attn_out)
+    return _worst(_error(k.out("h_attn")[r0:r1], h[r0:r1]), _error(k.out("h_out")[r0:r1], h[r0:r1]),
+                  _error(k.out("router_parts")[row:row + t.c.n_experts + 1], _router_parts(t, h, r0, r1)))
+
+
+@checks_on_simulator(Kind.ROUTE_PARTS_TOPK)
+def _route_parts_topk(t):
+    k = t.plan_case(Kind.ROUTE_PARTS_TOPK, t.moe_layer, router_in_o_proj=True)
+    x = t.rand(t.c.hidden)
+    tiles = [task for task in k.sim.graph.tasks if task.kind == Kind.O_PROJ_ROUTER and task.name.startswith(t.moe_layer)]
+    for task in tiles:
+        k.put("router_parts", _router_parts(t, x, *task.tile), at=task.slot * (t.c.n_experts + 1))
+    k.run()
+    _, weights, experts = _hf_route(t, x)
+    order = experts.argsort()
+    return _worst(_error(k.out("route_idx"), experts[order]), _error(k.out("route_w"), weights[order]))
 
 
 def _hf_route(t, x):

@@ -146,6 +146,15 @@ def o_proj_residual(ctx):
     out = ctx.read("residual", r0, r1).float() + projected
     ctx.write("h_attn", r0, out)
     ctx.write("h_out", r0, out)  # the start of the sum the MLP tiles add into
+    return out
+
+
+@simulates(Kind.O_PROJ_ROUTER)
+def o_proj_router(ctx):
+    r0, r1 = ctx.task.tile
+    h = o_proj_residual(ctx)
+    dots = ctx.weight("router")[:, r0:r1].float() @ (ctx.weight("norm")[r0:r1].float() * h)
+    ctx.write("router_parts", ctx.task.slot * (ctx.c.n_experts + 1), torch.cat((dots, (h * h).sum()[None])))
 
 
 @simulates(Kind.ROUTER)
@@ -155,10 +164,18 @@ def router(ctx):
 
 
 @simulates(Kind.ROUTE_TOPK)
-def route_topk(ctx):
-    weights, experts, _ = route(ctx.read("logits").float(), ctx.c.top_k, ctx.c.routed_scaling)
+def route_topk(ctx, logits=None):
+    logits = ctx.read("logits").float() if logits is None else logits
+    weights, experts, _ = route(logits, ctx.c.top_k, ctx.c.routed_scaling)
     ctx.write("route_idx", 0, experts.to(torch.int32))
     ctx.write("route_w", 0, weights.float())
+
+
+@simulates(Kind.ROUTE_PARTS_TOPK)
+def route_parts_topk(ctx):
+    E, n = ctx.c.n_experts, ctx.arg(0)
+    sums = ctx.read("router_parts", 0, n * (E + 1)).view(n, E + 1).float().sum(dim=0)
+    route_topk(ctx, sums[:E] * torch.rsqrt(sums[E] / ctx.c.hidden + ctx.c.rms_eps))
 
 
 def _swiglu(ctx, gate, up):

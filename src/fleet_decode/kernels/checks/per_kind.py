@@ -173,6 +173,69 @@ def check_o_proj_residual(k, s, rnd, grid, dtype=F32) -> Result:
                   f"o_proj [{s.hidden},{n_attn}] + residual, tile {tile}", us, nbytes, written)
 
 
+def topk_verdict(s, probs, probs_ref, idx, weight) -> tuple[bool, bool]:
+    """(exact, same_set): the chosen experts are exactly the top-k of the kernel's own probabilities (ties
+    to the lower index) in ascending expert order, with their weights; and the same set as the
+    reference's, unless its k-th and k+1-th are a near-tie."""
+    chosen = sorted(sorted(range(s.experts), key=lambda e: (-probs[e].item(), e))[: s.top_k])
+    ref_sorted = probs_ref.sort(descending=True).values
+    near_tie = (ref_sorted[s.top_k - 1] - ref_sorted[s.top_k]).item() < 1e-6
+    same_set = set(idx.tolist()) == set(probs_ref.topk(s.top_k).indices.tolist()) or near_tie
+    exact = idx.tolist() == chosen and torch.equal(weight, probs[idx.long()] * s.routed_scaling)
+    return exact, same_set
+
+
+def router_parts_ref(h, norm_weight, w_router, tile):
+    """Each o_proj tile's row of router_parts in fp64: its rows' terms of the router's dot products with
+    norm * h, then its rows' sum of squares."""
+    h, w, g = h.double(), norm_weight.double(), w_router.double()
+    return torch.stack([torch.cat((g[:, r0:r0 + tile] @ (w[r0:r0 + tile] * h[r0:r0 + tile]), (h[r0:r0 + tile] ** 2).sum()[None]))
+                        for r0 in range(0, h.numel(), tile)])
+
+
+@checks_on_device(Kind.O_PROJ_ROUTER, Kind.ROUTE_PARTS_TOPK)
+def check_o_proj_router(k, s, rnd, grid, dtype=F32) -> list[Result]:
+    """The o_proj tiles with the router's partial sums, then the top-k from the sums, launched back to
+    back. References from the h_attn the tiles wrote: its fp64 parts, and the router's probabilities
+    from RMSNorm in exact arithmetic (the fused form never rounds the normed vector, at either width)."""
+    n_attn = s.heads * s.v_head
+    attn_out, residual = rnd.randn(n_attn, std=0.3, dtype=dtype), rnd.randn(s.hidden, dtype=dtype)
+    norm = rnd.norm_weight(s.hidden)
+    nbytes = s.hidden * n_attn * 2 + s.experts * s.hidden * 4
+    pairs = [(rnd.randn(s.hidden, n_attn, std=0.02), rnd.randn(s.experts, s.hidden, std=0.02, dtype=torch.float32))
+             for _ in range(rnd.copies(nbytes))]
+    tile = grid.tile_rows(s.hidden)
+    n_tiles = -(-s.hidden // tile)
+    h_attn = poisoned(s.hidden, dtype=dtype, device=rnd.device)
+    parts = poisoned(n_tiles, s.experts + 1, dtype=torch.float32, device=rnd.device)
+    probs = poisoned(s.experts, dtype=torch.float32, device=rnd.device)
+    idx = poisoned(s.top_k, dtype=torch.int32, device=rnd.device)
+    weight = poisoned(s.top_k, dtype=torch.float32, device=rnd.device)
+
+    def run(W_o, W_r):
+        k.o_proj_router(attn_out, W_o, residual, h_attn, norm, s.eps, W_r, tile, s.top_k, s.routed_scaling, parts,
+                        probs, idx, weight)
+
+    W_o, W_r = pairs[0]
+    run(W_o, W_r)
+    sync(rnd.device)
+    h_ref = residual.double() + stored(W_o.double() @ attn_out.double(), dtype)
+    h = h_attn.double()
+    logits_ref = (W_r.double() @ (norm.double() * h)) * torch.rsqrt((h ** 2).mean() + s.eps)
+    probs_ref = torch.softmax(logits_ref, -1)
+    exact, same_set = topk_verdict(s, probs, probs_ref, idx, weight)
+    tiles_errs = measure([(h_attn, h_ref), (parts, router_parts_ref(h, norm, W_r, tile))])
+    probs_errs = measure([(probs, probs_ref)])
+    written = not (unwritten(h_attn) or unwritten(parts))
+    us = time_launches([lambda W_o=W_o, W_r=W_r: run(W_o, W_r) for W_o, W_r in pairs], rnd.device)
+    shape = f"o_proj [{s.hidden},{n_attn}] + residual, router [{s.experts},{s.hidden}] fp32, tile {tile}, top-{s.top_k}"
+    return [result(row_name(Kind.O_PROJ_ROUTER, dtype), tiles_errs, tol_for(dtype, BF16_TOL), shape, us, nbytes,
+                   written, note="timed with its top-k (one launch sequence)"),
+            result(row_name(Kind.ROUTE_PARTS_TOPK, dtype), probs_errs, 1e-5, shape, (0.0, 0.0), 0,
+                   not (unwritten(probs) or unwritten(idx) or unwritten(weight)), exact and same_set,
+                   note=f"experts {idx.tolist()}; order/weights exact={exact}, same set as reference={same_set}")]
+
+
 @checks_on_device(Kind.ROUTER, Kind.ROUTE_TOPK)
 def check_router(k, s, rnd, grid, dtype=F32) -> list[Result]:
     """The router's tiles (logits) and its top-k (probabilities, experts, weights), launched back to back."""
@@ -191,13 +254,7 @@ def check_router(k, s, rnd, grid, dtype=F32) -> list[Result]:
     sync(rnd.device)
     logits_ref = routers[0].double() @ rms_norm_ref(x, w, s.eps)
     probs_ref = torch.softmax(logits_ref, -1)
-    # The chosen experts: exactly the top-k of the kernel's own probabilities (ties to the lower index), in
-    # ascending expert order; the same set as the reference's unless its k-th and k+1-th are a near-tie.
-    chosen = sorted(sorted(range(s.experts), key=lambda e: (-probs[e].item(), e))[: s.top_k])
-    ref_sorted = probs_ref.sort(descending=True).values
-    near_tie = (ref_sorted[s.top_k - 1] - ref_sorted[s.top_k]).item() < 1e-6
-    same_set = set(idx.tolist()) == set(probs_ref.topk(s.top_k).indices.tolist()) or near_tie
-    exact = idx.tolist() == chosen and torch.equal(weight, probs[idx.long()] * s.routed_scaling)
+    exact, same_set = topk_verdict(s, probs, probs_ref, idx, weight)
     logits_errs, probs_errs = measure([(logits, logits_ref)]), measure([(probs, probs_ref)])
     us = time_launches([lambda W=W: run(W) for W in routers], rnd.device)
     shape = f"[{s.experts},{s.hidden}] fp32, tiles of {ROUTER_TILE_ROWS}, top-{s.top_k}"
