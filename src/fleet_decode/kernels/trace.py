@@ -83,7 +83,7 @@ def summarise(graph, times: np.ndarray, steps, resident: np.ndarray | None = Non
     stages: dict[str, dict[str, list[float]]] = {}
     layer_ns = []
     for layer in range(c.first_layer, c.first_layer + c.n_layers):
-        if f"L{layer}.router" not in index:
+        if f"L{layer}.route_topk" not in index:
             continue  # the dense layer has other stages
         start = index["embed"] if layer == 0 else index.get(f"L{layer - 1}.out")
         if start is None:
