@@ -130,6 +130,11 @@ def fill_random_weights_(model: DeepseekV2ForCausalLM, seed: int) -> None:
             param.fill_(1.0)
         else:
             param.normal_(0.0, std, generator=generator)
+        # transformers >= 5.24 keeps the router in fp32 whatever the model's dtype: its values must
+        # still be the model dtype's, as a real checkpoint's are, so that HF, the reference and the
+        # megakernel (which stores bf16) all decode the same weights
+        if param.dtype != model.dtype:
+            param.copy_(param.to(model.dtype))
 
 
 def _hf_model(directory: Path, dtype, device) -> DeepseekV2ForCausalLM:
