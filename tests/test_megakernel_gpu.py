@@ -23,6 +23,7 @@ import torch
 
 from fleet_decode.graph import build_graph
 from fleet_decode.graph.plan import default_plan
+from fleet_decode.graph.tails import TAIL_KINDS
 from fleet_decode.kernels.runtime import Megakernel, Tuning, WatchdogTimeout
 from fleet_decode.model import Reference, load_model, prompt_ids
 from fleet_decode.model.reference import Route
@@ -87,7 +88,7 @@ def assert_routes_differ_only_at_near_ties(ours: dict, reference_routes: dict):
 
 
 @pytest.mark.parametrize("layer,moe_tiles", [(0, "routing-free"), (1, "routing-free"), (26, "routing-free"),
-                                              (1, "split-k"), (26, "split-k")])
+                                              (1, "split-k"), (26, "split-k"), (1, "split-k-routed")])
 def test_one_layer_matches_the_reference(model, prompt, layer, moe_tiles):
     ours, ref = Megakernel(model, plan=plan_for(model, moe_tiles), layers=[layer]).run_layer(prompt)
     assert torch.isfinite(ours).all()
@@ -176,6 +177,15 @@ def test_the_router_in_the_o_proj_tiles_decodes_as_the_router_tiles_do(model, pr
         assert cos(a, b) >= STEP_COS_MIN
 
 
+def test_routed_split_k_beside_shared_tiles_decodes_as_the_default_tiling(model, prompt):
+    # Plan.moe_tiles = "split-k-routed": the same experts, their rows summed in another order
+    default = Megakernel(model, plan=plan_for(model, "routing-free")).decode(prompt, 4)
+    routed = Megakernel(model, plan=plan_for(model, "split-k-routed")).decode(prompt, 4)
+    assert routed.tokens == default.tokens
+    for a, b in zip(routed.logits, default.logits):
+        assert cos(a, b) >= STEP_COS_MIN
+
+
 def test_merges_with_w_uv_in_parts_change_no_bit_of_the_output(model, prompt, megakernel):
     # Plan.merge_v_parts: each part merges the same partials in the same order and computes its rows
     # of W_UV as the whole head's task does: the same logits to the bit.
@@ -184,6 +194,23 @@ def test_merges_with_w_uv_in_parts_change_no_bit_of_the_output(model, prompt, me
     assert parts.tokens == whole.tokens
     for a, b in zip(parts.logits, whole.logits):
         assert torch.equal(a, b)
+
+
+def test_tails_change_no_bit_of_the_output_and_a_stop_still_ends_the_launch(model, prompt, megakernel):
+    # Tuning.tail_kinds: the top-k and the argmax run by the last router / lm_head tile to arrive,
+    # the same task functions on the same inputs: the same logits to the bit. The stop is the argmax
+    # tail's to record.
+    plain = megakernel.decode(prompt, 4)
+    tailed = Megakernel(model, plan=megakernel.plan, tuning=Tuning(tail_kinds=TAIL_KINDS))
+    assert len([t for w in tailed.graph.workers for t in w]) < len(tailed.graph.tasks)
+    out = tailed.decode(prompt, 4)
+    assert out.tokens == plain.tokens
+    for a, b in zip(out.logits, plain.logits):
+        assert torch.equal(a, b)
+    stop = plain.tokens[1]
+    tailed.prefill(prompt)
+    stopped = tailed.generate(N_PROMPT, 4, stop_ids=[stop])
+    assert stopped.stopped and stopped.tokens == plain.tokens[:plain.tokens.index(stop) + 1]
 
 
 def test_a_stop_id_ends_the_launch_after_its_step_and_tokens_stream_while_it_runs(prompt, megakernel):

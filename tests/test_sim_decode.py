@@ -56,6 +56,19 @@ def test_split_k_experts_match_reference(source, workers, schedule):
 
 @pytest.mark.parametrize("workers", [3, 17])
 @pytest.mark.parametrize("schedule", SCHEDULES)
+def test_routed_split_k_beside_shared_tiles_matches_reference(source, workers, schedule):
+    """Plan.moe_tiles = "split-k-routed": the routed slots as slices summed by SUM_PARTIALS, the shared
+    experts as gate/up and down tiles whose down tiles add into the sum's rows beside it."""
+    model, ids, *_ = case(source)
+    plan = dataclasses.replace(sim_plan(workers, len(ids) + TOKENS, TOKENS), moe_tiles="split-k-routed")
+    result = simulate(model, ids, TOKENS, plan=plan, schedule=schedule, seed=workers)
+    kinds = result.counts["tasks_per_kind"]
+    assert kinds["EXPERT_GATE_UP_DOWN"] > 0 and kinds["DOWN_ACCUM"] > 0 and "GATE_UP_DOWN" not in kinds
+    assert_follows_reference(result, source)
+
+
+@pytest.mark.parametrize("workers", [3, 17])
+@pytest.mark.parametrize("schedule", SCHEDULES)
 def test_shared_experts_in_two_parts_match_reference(source, workers, schedule):
     """The shared experts' MLP cut in two over its intermediate rows (Plan.shared_parts): each part's
     gate/up and down tiles, adding beside the routed slots, decode the same."""

@@ -122,11 +122,20 @@ ROUTER_IN_O_PROJ_EDGES = [
     ("L1.route_topk", "L1.o_proj"),
     ("L1.o_proj[1]", "L1.attn_merge"),
 ]
+# the routed slots as split-K slices beside the shared experts' tiles (Plan.moe_tiles = "split-k-routed"):
+# the shared down tiles (in the sum's rows) wait on the shared gate/up, the sum on the slices
+SPLIT_K_ROUTED_EDGES = [
+    ("L1.expert_slice.1[0]", "L1.route_topk"),
+    ("L1.shared_down[1]", "L1.shared_gate_up"),
+    ("L1.sum_slices[1]", "L1.moe_slices"),
+    ("L2.q_proj[0]", "L1.out"),
+]
 # (plan overrides, task, the event it waits on) for the plan options' own tasks
 OPTION_EDGES = [({"shared_parts": 2}, *edge) for edge in SHARED_PARTS_EDGES] + \
     [({"attn_head_groups": 2}, *edge) for edge in HEAD_GROUP_EDGES] + \
     [({"merge_v_parts": 2}, *edge) for edge in MERGE_PART_EDGES] + \
-    [({"router_in_o_proj": True}, *edge) for edge in ROUTER_IN_O_PROJ_EDGES]
+    [({"router_in_o_proj": True}, *edge) for edge in ROUTER_IN_O_PROJ_EDGES] + \
+    [({"moe_tiles": "split-k-routed"}, *edge) for edge in SPLIT_K_ROUTED_EDGES]
 
 
 @pytest.mark.parametrize("overrides,task_name,event_name", OPTION_EDGES)

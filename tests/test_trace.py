@@ -97,3 +97,17 @@ def test_the_chain_view_reads_the_stages_and_the_staged_kinds():
     assert view["chain_resident_share"] == pytest.approx((300 * 0.9 + 100 * 0.2) / 400)
     assert chain_view({"moe_layer_stages": {}, "kinds": {}}) == {
         "chain_to_topk_us": None, "expert_window_us": None, "chain_resident_share": None}
+
+
+def test_a_tail_has_neither_wake_nor_gap():
+    """A tail (graph.tails) is run by its last signaller with no wait and from no list of its own."""
+    from fleet_decode.graph.tails import tails, without_tails
+
+    graph = build_graph(get_config("deepseek-coder-v2-lite"), Plan(workers=16, max_positions=128, max_steps=4),
+                        layers=[0, 1])
+    times = _schedule(graph, 3, lambda t: 1000.0, wake_ns=300.0, gap_ns=120.0)
+    trimmed = without_tails(graph, tails(graph, ("ROUTE_TOPK",)))
+    kinds = summarise(trimmed, times, range(1, 3))["kinds"]
+    assert kinds["ROUTE_TOPK"]["wake_us_mean"] is None and kinds["ROUTE_TOPK"]["gap_us_mean"] is None
+    assert kinds["ROUTE_TOPK"]["run_us_mean"] == pytest.approx(1.0)
+    assert kinds["ROUTER"]["wake_us_mean"] == pytest.approx(0.3)

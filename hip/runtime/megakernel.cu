@@ -14,7 +14,9 @@
 // tiles) each add their contribution into their own zeroed scratch row instead (alone there, so
 // exact) and count themselves on the range's arrival counter (a host-computed table, not part of
 // the graph); the last to arrive adds the rows into h.<l+1> in graph order and zeroes them again.
-// So the sum is bit-identical from run to run, and no adder waits for another.
+// So the sum is bit-identical from run to run, and no adder waits for another. The same counters
+// run tails (fleet_decode.kernels.runtime.tails): a small task after a stage of tiles (the top-k
+// after the router's tiles) is run by the last tile to arrive, not by a worker that waits for them.
 //
 // Staging: a task whose weights are one contiguous range that fits the stage (a shared-memory
 // buffer beside the tasks' scratch; host table fleet_decode.kernels.staging) has that range copied
@@ -80,9 +82,10 @@ enum fd_error_word {
   FD_ERR_ABORT,  // set once any worker timed out: every worker stops waiting
   FD_ERR_WORDS
 };
-// add_order: per task [arrival counter, rank, group size, offset (floats) of its scratch row];
-// counter -1 = not one of several adders. The group's rows are the rank-0 row + r * row length.
-constexpr int FD_ADD_ORDER_WORDS = 4;
+// add_order: per task [arrival counter, rank, group size, offset (floats) of its scratch row, tail];
+// counter -1 = counts nowhere. Adders: the group's rows are the rank-0 row + r * row length, tail -1.
+// A tail's signallers: no rows; the last to arrive runs task `tail`, which no worker's list holds.
+constexpr int FD_ADD_ORDER_WORDS = 5;
 // stage: per task [weight slot, byte offset, bytes] (int64, fleet_decode.kernels.staging): the one
 // weight range the task streams, copied into the stage before the task waits; slot -1: not staged.
 constexpr int FD_STAGE_WORDS = 3;
@@ -523,8 +526,14 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
   __syncthreads();
 
   for (int step = 0; step < a.n_steps; ++step) {
-    for (int i = first; i < last; ++i) {
-      const int t = i - first < kListCached ? list_s[i - first] : list[i];
+    // A tail (fleet_decode.kernels.runtime.tails) is run by the last of its signallers to arrive, as
+    // the next task of that worker, through the same path but without a wait: its inputs are the
+    // signallers' outputs, all written and acquired by the arrival. List entry i comes after it.
+    int tail = -1;
+    for (int i = first; i < last;) {
+      const bool is_tail = tail >= 0;
+      const int t = is_tail ? tail : i - first < kListCached ? list_s[i - first] : list[i];
+      tail = -1;
       const int* rec = tasks + static_cast<size_t>(t) * FD_TASK_WORDS;
       const int* order = a.add_order + t * FD_ADD_ORDER_WORDS;
       const int kind = rec[FD_T_KIND], out_event = rec[FD_T_OUT_EVENT];
@@ -538,9 +547,12 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
       // and lands while the worker waits for the inputs.
       // The last thread issues the bulk copy, so that thread 0 goes straight to its wait.
       const long long* st = a.stage + static_cast<size_t>(t) * FD_STAGE_WORDS;
-      const int staged_slot =
-          kStaging && a.stage_bytes > 0 && st[0] >= 0 && st[2] <= a.stage_bytes ? static_cast<int>(st[0]) : -1;
-      if (bulk_stage) {
+      const int staged_slot = !is_tail && kStaging && a.stage_bytes > 0 && st[0] >= 0 && st[2] <= a.stage_bytes
+                                  ? static_cast<int>(st[0])
+                                  : -1;
+      if (is_tail) {
+        // neither a stage copy nor a wait; any tile sent ahead for entry i stays in flight for it
+      } else if (bulk_stage) {
         if (threadIdx.x == blockDim.x - 1) {
           if (staged_slot >= 0 && sent_ahead != i)
             fd_stage_issue(&stage_barrier, stage, static_cast<const char*>(a.weights[staged_slot]) + st[1],
@@ -561,7 +573,9 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
         fd_stage_copy(stage, static_cast<const char*>(a.weights[staged_slot]) + st[1], static_cast<uint32_t>(st[2]));
       }
       fd_resolve_task(a, h, rec, view);  // published to the block by the barrier after the wait
-      if (threadIdx.x == 0) {
+      if (is_tail) {
+        if (threadIdx.x == 0) proceed = 1;
+      } else if (threadIdx.x == 0) {
         // The record's input slots read together (one round trip, not one per input), the events'
         // trigger counts from the copy in shared memory.
         int in_event[FD_MAX_INPUTS], in_lag[FD_MAX_INPUTS];
@@ -615,9 +629,12 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
         }
         __syncthreads();
         if (last_adder) {
-          fd_sum_partials(a.partials + order[3] - static_cast<size_t>(order[1]) * a.partial_row, order[2],
-                          a.partial_row, view.b0, view.b1, fd_accumulated(view, kind));
-          __syncthreads();
+          tail = order[4];
+          if (tail < 0) {
+            fd_sum_partials(a.partials + order[3] - static_cast<size_t>(order[1]) * a.partial_row, order[2],
+                            a.partial_row, view.b0, view.b1, fd_accumulated(view, kind));
+            __syncthreads();
+          }
         }
       }
       if (threadIdx.x == 0) {
@@ -628,6 +645,7 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
         if (out_event >= 0) fd_signal_add_release(a.counters + out_event, 1);
         fd_trace_mark(tr, FD_TR_DONE);
       }
+      if (tail < 0) ++i;
     }
   }
 }

@@ -187,7 +187,7 @@ def _mlp(b: _Builder, layer, h_attn, ev_o, h_out, ev_out, router_parts=None):
     router_w = b.weight(p + "mlp.gate.weight", (E, d), DType.F32)  # HF keeps the router in fp32
     gate_up = b.weight(p + "mlp.experts.gate_up_proj", (E, 2 * inter, d))
     sh_gate_name, sh_up_name = p + "mlp.shared_experts.gate_proj.weight", p + "mlp.shared_experts.up_proj.weight"
-    n_parts = 1 if b.plan.moe_tiles == "split-k" else b.plan.shared_parts
+    n_parts = 1 if b.plan.moe_tiles.startswith("split-k") else b.plan.shared_parts
     if shared % n_parts:
         raise ValueError(f"the shared experts' {shared} intermediate rows do not split into {n_parts} parts")
     part = shared // n_parts
@@ -218,7 +218,24 @@ def _mlp(b: _Builder, layer, h_attn, ev_o, h_out, ev_out, router_parts=None):
         down_t = b.weight(transposed(down_name), (E, inter, d))
         sh_down_t = b.weight(transposed(sh_down_name), (shared, d))
         _split_k_experts(b, layer, h_attn, ev_o, h_out, ev_out, ev_route, route_idx, route_w,
-                         (post_norm, sh_gate, sh_up, sh_down_t), (gate_up, down_t))
+                         (post_norm, sh_gate, sh_up, sh_down_t), (post_norm, gate_up, down_t))
+        return
+    if b.plan.moe_tiles == "split-k-routed":
+        router()
+        shared_act, ev_shared = b.buffer(L + "shared_act", shared), b.event(L + "shared_gate_up", layer)
+        # the shared gate/up tiles as routing-free cuts them (a stage beside the routed gate/up)
+        b.gemv_tiles(Kind.GATE_UP, L + "shared_gate_up", shared, shared + K * inter, ev_shared, [(ev_o, 0)],
+                     (h_attn, shared_act), (post_norm, sh_gate, sh_up), layer, reserved=_routing_tasks(cfg, b.plan))
+        down_t = b.weight(transposed(down_name), (E, inter, d))
+        sh_down = b.weight(sh_down_name, (d, shared))
+
+        def shared_down(sums):  # in the sum's row tiles, ahead of them: each row range gets two adders
+            for i, tile in enumerate(sums):
+                b.task(Kind.DOWN_ACCUM, f"{L}shared_down[{i}]", ev_out, [(ev_shared, 0)], (shared_act, h_out),
+                       (sh_down,), layer=layer, tile=tile)
+
+        _split_k_experts(b, layer, h_attn, ev_o, h_out, ev_out, ev_route, route_idx, route_w, None,
+                         (post_norm, gate_up, down_t), before_sums=shared_down)
         return
 
     down = b.weight(down_name, (E, d, inter))
@@ -277,10 +294,12 @@ def _mlp(b: _Builder, layer, h_attn, ev_o, h_out, ev_out, router_parts=None):
 
 
 def _split_k_experts(b: _Builder, layer, h_attn, ev_o, h_out, ev_out, ev_route, route_idx, route_w, shared_weights,
-                     routed_weights):
+                     routed_weights, before_sums=None):
     """Every expert as slices of its intermediate rows, each slice one task from h_attn to a partial
     row of the layer's output: the shared experts' slices over the workers the routing leaves free
-    (they need only h_attn), then the routed slots' slices (about one per worker), then the sum."""
+    (they need only h_attn), then the routed slots' slices (about one per worker), then the sum.
+    shared_weights None: routed slices only (the caller tiles the shared experts, before_sums(row
+    tiles) adding their down tiles in the sum's row tiles ahead of it)."""
     cfg, plan = b.config, b.plan
     d, K, inter = cfg.hidden_size, cfg.num_experts_per_tok, cfg.moe_intermediate_size
     shared = inter * cfg.n_shared_experts
@@ -288,7 +307,9 @@ def _split_k_experts(b: _Builder, layer, h_attn, ev_o, h_out, ev_out, ev_route, 
     stage = plan.stage_tiles or plan.workers
     # By default one slice per worker the routing leaves free, each at most split_k_rows; a chosen
     # number of shared slices is taken as asked, however long they get.
-    if plan.split_k_shared_tiles:
+    if shared_weights is None:
+        shared_slices = []
+    elif plan.split_k_shared_tiles:
         shared_slices = split_k_tiles(shared, plan.split_k_shared_tiles, max_rows=shared)
     else:
         shared_slices = split_k_tiles(shared, max(1, stage - _routing_tasks(cfg, plan)), max_rows=plan.split_k_rows)
@@ -296,9 +317,9 @@ def _split_k_experts(b: _Builder, layer, h_attn, ev_o, h_out, ev_out, ev_route, 
     n_rows = len(shared_slices) + K * len(routed_slices)
     partials = b.buffer(L + "moe_partials", n_rows, d)
     ev_parts = b.event(L + "moe_slices", layer)
-    norm, sh_gate, sh_up, sh_down = shared_weights
-    gate_up, down = routed_weights
+    norm, gate_up, down = routed_weights
     for i, tile in enumerate(shared_slices):
+        _, sh_gate, sh_up, sh_down = shared_weights
         b.task(Kind.GATE_UP_DOWN, f"{L}shared_slice[{i}]", ev_parts, [(ev_o, 0)], (h_attn, partials),
                (norm, sh_gate, sh_up, sh_down), (i,), layer=layer, tile=tile)
     for k in range(K):
@@ -307,7 +328,10 @@ def _split_k_experts(b: _Builder, layer, h_attn, ev_o, h_out, ev_out, ev_route, 
             b.task(Kind.EXPERT_GATE_UP_DOWN, f"{L}expert_slice.{k}[{i}]", ev_parts, [(ev_route, 0)],
                    (h_attn, route_idx, route_w, partials), (norm, gate_up, down), (row,), layer=layer, tile=tile,
                    slot=k)
-    for i, tile in enumerate(tiles(d, plan.tile_rows(d))):
+    sums = tiles(d, plan.tile_rows(d))
+    if before_sums:
+        before_sums(sums)
+    for i, tile in enumerate(sums):
         b.task(Kind.SUM_PARTIALS, f"{L}sum_slices[{i}]", ev_out, [(ev_parts, 0)], (partials, h_out), args=(n_rows,),
                layer=layer, tile=tile)
 

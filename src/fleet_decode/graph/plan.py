@@ -18,7 +18,11 @@ ASSIGNMENTS = ("round-robin", "balanced")
 #                  EXPERT_GATE_UP_DOWN): the shared experts' slices start at o_proj beside the
 #                  routing, every routed slot's slices form one stage, and SUM_PARTIALS tiles add the
 #                  slices' partial rows into the residual sum in a fixed order.
-MOE_TILINGS = ("routing-free", "shared-first", "shared-first-all", "split-k")
+#   split-k-routed the routed slots as split-K slices (no down tile waits for its slot's whole gate/up),
+#                  the shared experts as in routing-free (gate/up tiles from o_proj on, beside the
+#                  routing), their down tiles cut as the sum's tiles, so that the two add into each row
+#                  range as two adders.
+MOE_TILINGS = ("routing-free", "shared-first", "shared-first-all", "split-k", "split-k-routed")
 
 
 @dataclass(frozen=True)

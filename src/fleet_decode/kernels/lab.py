@@ -18,6 +18,7 @@ import torch
 
 from fleet_decode.bench.timing import latency_summary
 from fleet_decode.graph import build_graph, decode_plan, default_plan
+from fleet_decode.graph.tails import TAIL_KINDS
 from fleet_decode.kernels import library
 from fleet_decode.kernels.runtime import Megakernel, Tuning, WatchdogTimeout
 from fleet_decode.kernels.staging import STAGEABLE_KINDS
@@ -168,7 +169,14 @@ def speed_variants(n_prompt: int, n_tokens: int) -> dict[str, Variant]:
         # Which kinds' tiles are staged (staging.STAGEABLE_KINDS; each copy is HBM traffic beside what
         # runs when it is issued: q/kv during the previous layer's experts, o_proj during attention).
         **{f"stage {name}": Variant(tuning=Tuning(staged_kinds=kinds)) for name, kinds in STAGED_KIND_SETS.items()},
+        # the top-k and the argmax run by the last tile of the stage before them (graph.tails)
+        "tails": Variant(tuning=Tuning(tail_kinds=TAIL_KINDS)),
+        "tails topk": Variant(tuning=Tuning(tail_kinds=("ROUTE_TOPK",))),
+        "tails argmax": Variant(tuning=Tuning(tail_kinds=("ARGMAX",))),
         "moe split-k": Variant({"moe_tiles": "split-k"}),
+        "moe split-k-routed": Variant({"moe_tiles": "split-k-routed"}),
+        "moe split-k-routed rows 48": Variant({"moe_tiles": "split-k-routed", "split_k_rows": 48}),
+        "moe split-k-routed rows 64": Variant({"moe_tiles": "split-k-routed", "split_k_rows": 64}),
         "moe split-k shared 44": Variant({"moe_tiles": "split-k", "split_k_shared_tiles": 44}),
         "moe split-k shared 22": Variant({"moe_tiles": "split-k", "split_k_shared_tiles": 22}),
         "moe shared-first": Variant({"moe_tiles": "shared-first"}),

@@ -24,12 +24,13 @@ import torch
 
 from fleet_decode.graph import Plan, build_graph, decode_plan, default_plan
 from fleet_decode.graph.format import ACCUMULATES, COMPILED_DIMS, KERNEL_LIMITS, OPERANDS, DType, Kind
+from fleet_decode.graph.tails import TAIL_KINDS, tails, without_tails
 from fleet_decode.graph.weights import weight_table
 from fleet_decode.kernels import library, staging
 from fleet_decode.model.reference import Reference, softmax_scale
 
 TRACE_WORDS = 4  # fd_trace_word: wall ticks when reached, ready, done; staged weights resident when ready
-ADD_ORDER_WORDS = 4  # FD_ADD_ORDER_WORDS
+ADD_ORDER_WORDS = 5  # FD_ADD_ORDER_WORDS
 ERROR_FIELDS = ("flag", "worker", "task", "event", "counter", "target", "step", "kind", "abort")
 
 
@@ -55,10 +56,12 @@ class Tuning:
     """Launch-time knobs of the runtime (no rebuild of the graph; docs/megakernel.md "Speed").
     stage: copy each task's weight tile into shared memory before waiting for its inputs
     (fleet_decode.kernels.staging); stage_kib caps the stage (None: all the runtime was built with);
-    staged_kinds names the kinds staged (None: staging.STAGED_KINDS)."""
+    staged_kinds names the kinds staged (None: staging.STAGED_KINDS). tail_kinds names kinds whose
+    tasks no worker waits for: the last of their input's signallers runs them (graph.tails)."""
     stage: bool = True
     stage_kib: int | None = None
     staged_kinds: tuple[str, ...] | None = None
+    tail_kinds: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.stage_kib is not None and self.stage_kib < 0:
@@ -67,6 +70,9 @@ class Tuning:
         unknown = [k for k in self.staged_kinds or () if k not in stageable]
         if unknown:
             raise ValueError(f"staged_kinds {unknown} cannot be staged; the runtime stages {stageable}")
+        not_tails = [k for k in self.tail_kinds if k not in TAIL_KINDS]
+        if not_tails:
+            raise ValueError(f"tail_kinds {not_tails} cannot run as tails; the runtime runs {list(TAIL_KINDS)}")
 
     def kinds(self) -> tuple:
         """The Kind values staged."""
@@ -101,12 +107,13 @@ class DecodeResult:
     stopped: bool = False  # the last token is a stop id and the launch ended there
 
 
-def add_order(graph) -> tuple[np.ndarray, int, int, int]:
-    """The runtime's table of adders: per task (arrival counter, rank, group size, scratch row offset),
-    -1s for a task that is not one of several adders into the same rows. Adders into one row range of
-    one buffer form a group, ranked in graph order; rank r adds into scratch row r of that buffer
-    (alone there, so exactly) and the last to arrive adds the rows in rank order, so the sum is
-    deterministic. Returns (table, number of groups, scratch floats, floats per scratch row)."""
+def add_order(graph, tail_of: dict[int, list[int]] | None = None) -> tuple[np.ndarray, int, int, int]:
+    """The runtime's table of arrivals: per task (arrival counter, rank, group size, scratch row offset,
+    tail task), -1s for a task that counts nowhere. Adders into one row range of one buffer form a
+    group, ranked in graph order; rank r adds into scratch row r of that buffer (alone there, so
+    exactly) and the last to arrive adds the rows in rank order, so the sum is deterministic. A
+    tail's signallers (tail_of, from graph.tails.tails) form a group too, without rows: the last to
+    arrive runs the tail. Returns (table, number of groups, scratch floats, floats per scratch row)."""
     order = np.full((len(graph.tasks), ADD_ORDER_WORDS), -1, dtype=np.int32)
     groups: dict[tuple[int, int, int], list[int]] = {}
     for i, t in enumerate(graph.tasks):
@@ -133,8 +140,11 @@ def add_order(graph) -> tuple[np.ndarray, int, int, int]:
         start[buf], offset = offset, offset + rows * row
     for counter, ((buf, _, _), members) in enumerate(shared):
         for rank, task in enumerate(members):
-            order[task] = (counter, rank, len(members), start[buf] + rank * row)
-    return order, len(shared), offset, row
+            order[task] = (counter, rank, len(members), start[buf] + rank * row, -1)
+    for counter, (tail, producers) in enumerate((tail_of or {}).items(), start=len(shared)):
+        for rank, task in enumerate(producers):
+            order[task] = (counter, rank, len(producers), -1, tail)
+    return order, len(shared) + len(tail_of or {}), offset, row
 
 
 def _check_graph(graph, n_sm, scratch_bytes: int):
@@ -182,7 +192,12 @@ class Megakernel:
             raise MegakernelError(f"the model is on {self.device}; the megakernel needs it on a GPU")
         n_sm = torch.cuda.get_device_properties(self.device).multi_processor_count
         self.plan = plan or default_plan(config, workers=n_sm)
-        self.graph = graph if graph is not None else build_graph(config, self.plan, layers)
+        graph = graph if graph is not None else build_graph(config, self.plan, layers)
+        try:
+            tail_of = tails(graph, tuning.tail_kinds)
+        except ValueError as e:
+            raise MegakernelError(str(e)) from None
+        self.graph = without_tails(graph, tail_of) if tail_of else graph
         self.lib = self._load(lib)
         _check_graph(self.graph, n_sm, self.lib.fd_megakernel_scratch_bytes())
         if not math.isclose(self.graph.constants.attn_scale, softmax_scale(config), rel_tol=1e-6):
@@ -196,7 +211,7 @@ class Megakernel:
         self.buffer_ptrs = torch.tensor([t.data_ptr() for t in self.buffers], dtype=torch.int64, device=self.device)
         self.weight_ptrs = torch.tensor([t.data_ptr() for t in self.weights] or [0], dtype=torch.int64,
                                         device=self.device)
-        order, n_groups, n_scratch, self.partial_row = add_order(self.graph)
+        order, n_groups, n_scratch, self.partial_row = add_order(self.graph, tail_of)
         self.add_order = torch.from_numpy(order).to(self.device)
         self.stage_capacity = self.lib.fd_megakernel_stage_capacity()
         self.stage_table = torch.from_numpy(staging.stage_table(

@@ -116,7 +116,10 @@ def _wake_and_gap(graph, t: np.ndarray, fire: np.ndarray) -> tuple[np.ndarray, n
     reached (the runtime's bookkeeping between two tasks)."""
     steps, n_tasks = t.shape[0], t.shape[1]
     wake = np.full((steps, n_tasks), np.nan)
+    listed = {i for tasks in graph.workers for i in tasks}
     for i, tk in enumerate(graph.tasks):
+        if i not in listed:
+            continue  # a tail (graph.tails): run by its last signaller, with no wait of its own
         same_step = [e for e, lag in tk.inputs if lag == 0]
         inputs = fire[:, same_step].max(axis=1) if same_step else np.full(steps, -np.inf)
         wake[:, i] = t[:, i, READY] - np.maximum(t[:, i, REACHED], inputs)
@@ -185,6 +188,7 @@ def main(argv=None) -> int:
     from fleet_decode.bench.timing import latency_summary
     from fleet_decode.graph import decode_plan
     from fleet_decode.kernels import library
+    from fleet_decode.graph.tails import TAIL_KINDS
     from fleet_decode.kernels.runtime import Megakernel, Tuning
     from fleet_decode.model import load_model, prompt_ids
 
@@ -193,6 +197,8 @@ def main(argv=None) -> int:
     parser.add_argument("--prompt", type=int, default=1024)
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--no-stage", action="store_true", help="read every weight from global memory (Tuning.stage)")
+    parser.add_argument("--tails", action="store_true",
+                        help="the top-k and the argmax run by the last tile before them (Tuning.tail_kinds)")
     parser.add_argument("--moe-tiles", choices=MOE_TILINGS, help="how the expert tiles are cut (Plan.moe_tiles)")
     parser.add_argument("--shared-parts", type=int, help="the shared experts' MLP in this many parts (Plan.shared_parts)")
     parser.add_argument("--attn-head-groups", type=int, help="each attention chunk's heads in this many tasks "
@@ -222,7 +228,8 @@ def main(argv=None) -> int:
         overrides["router_in_o_proj"] = True
     for name, path in libraries.items():
         mk = Megakernel(model, plan=decode_plan(model.config, args.prompt + args.tokens, n_sm, **overrides),
-                        lib=library.load(path) if path else None, tuning=Tuning(stage=not args.no_stage))
+                        lib=library.load(path) if path else None,
+                        tuning=Tuning(stage=not args.no_stage, tail_kinds=TAIL_KINDS if args.tails else ()))
         mk.prefill(prompt)
         plain = mk.generate(args.prompt, args.tokens)
         trace = torch.zeros(args.tokens, len(mk.graph.tasks), TRACE_WORDS, dtype=torch.int64, device="cuda")

@@ -20,6 +20,7 @@ from fleet_decode.graph.build import build_graph
 from fleet_decode.graph.counts import graph_counts
 from fleet_decode.graph.format import Kind
 from fleet_decode.graph.plan import Plan
+from fleet_decode.graph.tails import tails
 from fleet_decode.graph.weights import weight_table
 from fleet_decode.model.reference import Reference, softmax_scale
 from fleet_decode.sim.runtime import Simulator
@@ -41,12 +42,14 @@ def sim_plan(workers: int, max_positions: int, max_steps: int, assign="balanced"
                 max_positions=max_positions, max_steps=max_steps, assign=assign)
 
 
-def make_simulator(model, graph, pos0, schedule, seed) -> Simulator:
-    """A simulator of the encoded graph over the model's weights, with nothing written yet."""
+def make_simulator(model, graph, pos0, schedule, seed, tail_kinds=()) -> Simulator:
+    """A simulator of the encoded graph over the model's weights, with nothing written yet; the tasks of
+    tail_kinds run as tails (fleet_decode.graph.tails), as the megakernel's Tuning.tail_kinds runs them."""
     scale = softmax_scale(model.config)
     if not math.isclose(graph.constants.attn_scale, scale, rel_tol=1e-6):
         raise ValueError(f"graph's softmax scale {graph.constants.attn_scale} differs from the reference's {scale}")
-    return Simulator(graph.encode(), weight_table(model, graph), model.dtype, pos0, schedule, seed)
+    return Simulator(graph.encode(), weight_table(model, graph), model.dtype, pos0, schedule, seed,
+                     tail_of=tails(graph, tail_kinds))
 
 
 def _fill_cache(sim, ref, n_prompt, layers):
@@ -58,10 +61,11 @@ def _fill_cache(sim, ref, n_prompt, layers):
 
 @torch.no_grad()
 def simulate(hf_model, prompt_ids, n_tokens: int, workers=8, schedule="round-robin", seed=0, plan=None,
-             graph=None) -> SimResult:
+             graph=None, tail_kinds=()) -> SimResult:
     """n_tokens greedy decode steps of the whole model through the simulator. A given graph (e.g. one a
     test has broken on purpose) is run as it is, with its own worker lists; otherwise one is built from
-    plan (whose worker count then wins over `workers`), by default sim_plan(workers, ...)."""
+    plan (whose worker count then wins over `workers`), by default sim_plan(workers, ...). The tasks of
+    tail_kinds run as tails (fleet_decode.graph.tails)."""
     started = time.perf_counter()
     config, n_prompt = hf_model.config, len(prompt_ids)
     if graph is None:
@@ -72,7 +76,7 @@ def simulate(hf_model, prompt_ids, n_tokens: int, workers=8, schedule="round-rob
                          f"{c.max_positions} positions or its {c.max_steps} steps")
     ref = Reference(hf_model, max_positions=n_prompt + 1)
     first = int(ref.prefill(prompt_ids).argmax())
-    sim = make_simulator(hf_model, graph, n_prompt, schedule, seed)
+    sim = make_simulator(hf_model, graph, n_prompt, schedule, seed, tail_kinds)
     tokens_buf = graph.buffer_index("tokens")
     sim.memory.host_write(tokens_buf, 0, torch.tensor([first], dtype=torch.int32))
     _fill_cache(sim, ref, n_prompt, range(c.n_layers))

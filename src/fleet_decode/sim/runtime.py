@@ -5,13 +5,16 @@ A task is runnable when each input counter has reached triggers x (step + 1 - la
 scheduler picks which runnable worker moves next; the task runs whole, then adds one to its output
 counter. Counters are never reset. Besides the counters, every task carries what it knows has
 happened (the tasks whose signals reached it through the events it waited on), which is what lets
-memory.py report a missing edge however lucky the schedule.
+memory.py report a missing edge however lucky the schedule. Tails (fleet_decode.graph.tails) are in
+no list: the last of a tail's signallers to run in a step runs it right after itself, as the
+megakernel does.
 """
 
 import random
 
 from fleet_decode.graph.format import NONE
 from fleet_decode.graph.graph import EncodedGraph, decode_graph
+from fleet_decode.graph.tails import without_tails
 from fleet_decode.sim.kinds import RUN, TaskContext
 from fleet_decode.sim.memory import Memory
 
@@ -28,10 +31,11 @@ class SimDeadlock(RuntimeError):
 
 class Simulator:
     def __init__(self, encoded: EncodedGraph, weights, model_dtype, pos0: int, schedule="round-robin", seed=0,
-                 sampling=None, stop_ids=()):
+                 sampling=None, stop_ids=(), tail_of: dict[int, list[int]] | None = None):
         if schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
-        self.graph = graph = decode_graph(encoded)
+        graph = decode_graph(encoded)
+        self.graph = graph = without_tails(graph, tail_of) if tail_of else graph  # the lists the workers walk
         self.weights, self.model_dtype, self.pos0 = weights, model_dtype, pos0
         for slot, (w, tensor) in enumerate(zip(graph.weights, weights)):
             if tuple(tensor.shape) != w.shape:
@@ -43,6 +47,10 @@ class Simulator:
         self.runs = [0] * len(graph.tasks)
         self.signalers = graph.signalers()
         self.where = {t: (w, i) for w, tasks in enumerate(graph.workers) for i, t in enumerate(tasks)}
+        # tails: signaller -> (tail, how many signal it); per (tail, step) the arrivals so far and the
+        # knowledge they carried
+        self.tail_of = {p: (tail, len(ps)) for tail, ps in (tail_of or {}).items() for p in ps}
+        self.arrivals: dict[tuple[int, int], tuple[int, int]] = {}
         self.after_task = None  # callback(task_index, step), e.g. to snapshot buffers at the end of a step
         # How ARGMAX picks the token: None (or greedy) the first maximum, else a fleet_decode.sampling.Sampling.
         # A step that picks one of stop_ids is the launch's last: no worker starts a later step.
@@ -97,11 +105,16 @@ class Simulator:
         # reverse: the worker whose next task comes latest (later step first, then later in the graph)
         return max(runnable, key=lambda w: (step[w], self.graph.workers[w][cursor[w]], w))
 
-    def _execute(self, task, step):
+    def _execute(self, task, step, arrived=None):
+        """Runs task at step. A tail knows what its signallers' arrivals carried (`arrived`), not what
+        its input event has: the runtime orders it by the arrival counter alone."""
         t = self.graph.tasks[task]
         knowledge = 1 << (step * len(self.graph.tasks) + task)
-        for event, _ in t.inputs:
-            knowledge |= self.event_knowledge[event]
+        if arrived is not None:
+            knowledge |= arrived
+        else:
+            for event, _ in t.inputs:
+                knowledge |= self.event_knowledge[event]
         RUN[t.kind](TaskContext(self, task, step, knowledge))
         self.runs[task] += 1
         self.stats["tasks_run"] += 1
@@ -110,6 +123,14 @@ class Simulator:
             self.event_knowledge[t.out_event] |= knowledge
         if self.after_task:
             self.after_task(task, step)
+        if task in self.tail_of:
+            tail, n = self.tail_of[task]
+            count, arrived = self.arrivals.pop((tail, step), (0, 0))
+            count, arrived = count + 1, arrived | knowledge
+            if count == n:
+                self._execute(tail, step, arrived)
+            else:
+                self.arrivals[tail, step] = count, arrived
 
     def _deadlock(self, active, cursor, step):
         g = self.graph
@@ -127,6 +148,8 @@ class Simulator:
             if task in heads:
                 event, missing = waits_on[task]
                 return [(s, f"waits on event {g.events[event].name}, signalled by") for s in missing]
+            if task not in self.where:  # a tail: it runs when its signallers have
+                return []
             w, _ = self.where[task]
             return [(g.workers[w][cursor[w]], f"queued on worker {w} behind")] if w in active else []
 
