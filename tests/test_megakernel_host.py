@@ -115,6 +115,20 @@ def test_the_sweep_refuses_a_library_without_a_path(capsys):
     assert stop.value.code == 2 and "NAME=PATH" in capsys.readouterr().err
 
 
+def test_a_sweep_times_a_library_with_the_variants_picked_for_it(monkeypatch, capsys):
+    timed = []
+    monkeypatch.setattr(lab, "sweep", lambda model, prompt, tokens, variants: timed.append(dict(variants)) or {})
+    monkeypatch.setattr(lab, "print_sweep", lambda result: None)
+    lab.main(["--sweep", "--variants", "tails,moe split-k,default@new", "--library", "new=/x.so"])
+    lab.main(["--sweep", "--variants", "tails", "--library", "new=/x.so"])
+    picked, every = timed
+    assert list(picked) == ["default", "tails", "moe split-k", "default@new"] and picked["default@new"].library == "/x.so"
+    assert list(every) == ["default", "tails", "default@new", "tails@new"]
+    with pytest.raises(SystemExit):
+        lab.main(["--sweep", "--variants", "default@old", "--library", "new=/x.so"])
+    assert "default@old" in capsys.readouterr().err
+
+
 _CTYPES = {"const int*": ctypes.c_void_p, "void* const*": ctypes.c_void_p, "const void* const*": ctypes.c_void_p,
            "int*": ctypes.c_void_p, "float*": ctypes.c_void_p, "unsigned long long*": ctypes.c_void_p,
            "const long long*": ctypes.c_void_p, "const float*": ctypes.c_void_p, "double": ctypes.c_double,

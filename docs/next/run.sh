@@ -1,23 +1,25 @@
 #!/bin/bash
-# One device call: the router's dot products in the o_proj tiles (Plan.router_in_o_proj) against the
-# router tiles, in one process; the GPU tests of this tree's kernels; a trace of the option
-# (docs/next/README.md).
+# One device call (docs/next/README.md): the GPU tests of this tree's kernels, a sweep of plan, tuning
+# and kernel variants in one process, and a trace. Kernels built on the laptop travel with the call
+# (carry lab/NAME/lib/libfleet_kernels.so; nvcc compiles sm_90a there); a missing one is built here.
 #   bash docs/next/run.sh        # on the H200, from the repository root (needs lab/ ignored: .git/info/exclude)
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 t0=$(date +%s)
-build() { local d=$PWD/lab/$1; shift; rm -rf $d && mkdir -p $d && cp -r hip $d/
-  (cd $d && for p in "$@"; do patch -p1 -s $p || exit 1; done) || return 1
+build() { local d=$PWD/lab/$1; shift; [ -f $d/lib/libfleet_kernels.so ] && return 0
+  rm -rf $d && mkdir -p $d && cp -r hip $d/ && (cd $d && for p in "$@"; do patch -p1 -s $p || exit 1; done) || return 1
   python3 -m fleet_decode.kernels.build --arch sm_90a --hip-dir $d/hip --out $d/lib --jobs 7 > $d/build.log 2>&1 || tail -20 $d/build.log; }
-build main & wait  # a variant of the kernels: build NAME "-i $PWD/PATCH" &, then $(L NAME) below
-echo "builds $(( $(date +%s) - t0 )) s"; grep -H "fd_megakernel \|o_proj_router" lab/*/build.log
+build main & build down4 "-i $PWD/docs/next/down-four-rows-per-pass.patch" & wait
+echo "builds $(( $(date +%s) - t0 )) s"
 L() { echo "--library $1=$PWD/lab/$1/lib/libfleet_kernels.so"; }
-mkdir -p /tmp/t build/kernels/sm_90a && cp lab/main/lib/* build/kernels/sm_90a/
+mkdir -p /tmp/t
 export FLEET_DECODE_KERNELS=$PWD/lab/main/lib/libfleet_kernels.so
-timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_megakernel_gpu.py tests/test_kernels_gpu.py tests/test_generate.py 2>&1 | tail -6
+timeout ${TEST_S:-200} python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_megakernel_gpu.py tests/test_kernels_gpu.py \
+  tests/test_generate.py 2>&1 | tail -8
 echo "tests $(( $(date +%s) - t0 )) s"
-timeout 200 python3 -m fleet_decode.kernels.lab --sweep --variants "${VARIANTS:-default,router_in_o_proj,router_in_o_proj merge_v_parts=2}" \
-  --out /tmp/t/sweep.json 2>&1 | grep -v Warning
+timeout ${SWEEP_S:-200} python3 -m fleet_decode.kernels.lab --sweep \
+  --variants "${VARIANTS:-default,tails,tails topk,moe split-k-routed,moe split-k-routed rows 48,tails moe split-k-routed,moe split-k,default@down4}" \
+  $(L down4) --out /tmp/t/sweep.json 2>&1 | grep -v Warning
 echo "sweep $(( $(date +%s) - t0 )) s"
-timeout 100 python3 -m fleet_decode.kernels.trace --router-in-o-proj --out /tmp/t/trace.json 2>&1 | grep -v Warning | tail -40
+timeout ${TRACE_S:-100} python3 -m fleet_decode.kernels.trace ${TRACE_ARGS:---tails} --out /tmp/t/trace.json 2>&1 | grep -v Warning | tail -40
 [ -n "$OUT" ] && tar czf $OUT/next.tgz -C /tmp/t .
 echo "all done $(( $(date +%s) - t0 )) s"

@@ -177,6 +177,7 @@ def speed_variants(n_prompt: int, n_tokens: int) -> dict[str, Variant]:
         "moe split-k-routed": Variant({"moe_tiles": "split-k-routed"}),
         "moe split-k-routed rows 48": Variant({"moe_tiles": "split-k-routed", "split_k_rows": 48}),
         "moe split-k-routed rows 64": Variant({"moe_tiles": "split-k-routed", "split_k_rows": 64}),
+        "tails moe split-k-routed": Variant({"moe_tiles": "split-k-routed"}, Tuning(tail_kinds=TAIL_KINDS)),
         "moe split-k shared 44": Variant({"moe_tiles": "split-k", "split_k_shared_tiles": 44}),
         "moe split-k shared 22": Variant({"moe_tiles": "split-k", "split_k_shared_tiles": 22}),
         "moe shared-first": Variant({"moe_tiles": "shared-first"}),
@@ -284,16 +285,23 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.sweep:
         variants = speed_variants(args.prompt, args.tokens)
+        libraries = library_specs(parser, args.library)
+        # "VARIANT@NAME" in --variants: that variant with library NAME only (else every variant with each)
+        picked = [v.strip() for v in (args.variants or "").split(",") if "@" in v]
         if args.variants:
-            names = [v.strip() for v in args.variants.split(",")]
-            wanted = ["default", *(v for v in names if v and v != "default")]
+            names = [v.strip().partition("@")[0] for v in args.variants.split(",")]
+            wanted = list(dict.fromkeys(["default", *(v for v in names if v)]))
             unknown = [v for v in wanted if v not in variants]
+            unknown += [v for v in picked if v.partition("@")[2] not in libraries]
             if unknown:
-                parser.error(f"unknown variants {unknown}; known: {', '.join(variants)}")
+                parser.error(f"unknown variants {unknown}; known: {', '.join(variants)}; libraries {list(libraries)}")
             variants = {name: variants[name] for name in wanted}
-        for lib_name, path in library_specs(parser, args.library).items():
+        for lib_name, path in libraries.items():
             variants.update({f"{name}@{lib_name}": replace(v, library=path) for name, v in list(variants.items())
-                             if v.library is None})
+                             if v.library is None and (not picked or f"{name}@{lib_name}" in picked)})
+        if picked:  # only the picked library variants, and the plain ones named
+            plain = [v.strip() for v in args.variants.split(",") if "@" not in v]
+            variants = {k: v for k, v in variants.items() if k in picked or k == "default" or k in plain}
         result = sweep(args.model, args.prompt, args.tokens, variants)
         if args.out:
             with open(args.out, "w") as f:
