@@ -8,7 +8,7 @@ t0=$(date +%s)
 build() { local d=$PWD/lab/$1; shift; [ -f $d/lib/libfleet_kernels.so ] && return 0
   rm -rf $d && mkdir -p $d && cp -r hip $d/ && (cd $d && for p in "$@"; do patch -p1 -s $p || exit 1; done) || return 1
   python3 -m fleet_decode.kernels.build --arch sm_90a --hip-dir $d/hip --out $d/lib --jobs 7 > $d/build.log 2>&1 || tail -20 $d/build.log; }
-build main & build down4 "-i $PWD/docs/next/down-four-rows-per-pass.patch" & wait
+build main & wait  # a variant: build NAME "-i $PWD/PATCH" &, then $(L NAME) and "default@NAME" below
 echo "builds $(( $(date +%s) - t0 )) s"
 L() { echo "--library $1=$PWD/lab/$1/lib/libfleet_kernels.so"; }
 mkdir -p /tmp/t

@@ -237,18 +237,18 @@ __device__ __forceinline__ void fd_warp_rows_dot(const fd_bf16* const (&rows)[NR
 // rows per warp pass so that more loads are in flight; emit(row, dot) runs in every lane.
 constexpr int kGemvRowsPerPass = FD_GEMV_ROWS_PER_PASS;
 
-template <class WL = fd_global_weights, class XT, class Emit>
+template <class WL = fd_global_weights, int NR = kGemvRowsPerPass, class XT, class Emit>
 __device__ __forceinline__ void fd_gemv_rows(const fd_bf16* W, int n, const XT* xs, int row_begin, int row_end,
                                              Emit emit) {
-  for (int r = row_begin + kGemvRowsPerPass * fd_warp(); r < row_end; r += kGemvRowsPerPass * fd_num_warps()) {
-    const fd_bf16* rows[kGemvRowsPerPass];
+  for (int r = row_begin + NR * fd_warp(); r < row_end; r += NR * fd_num_warps()) {
+    const fd_bf16* rows[NR];
 #pragma unroll
-    for (int k = 0; k < kGemvRowsPerPass; ++k)
+    for (int k = 0; k < NR; ++k)
       rows[k] = W + static_cast<size_t>(min(r + k, row_end - 1)) * n;  // past the end: recompute the last row
-    float dots[kGemvRowsPerPass];
-    fd_warp_rows_dot<kGemvRowsPerPass, XT, WL>(rows, xs, n, dots);
+    float dots[NR];
+    fd_warp_rows_dot<NR, XT, WL>(rows, xs, n, dots);
 #pragma unroll
-    for (int k = 0; k < kGemvRowsPerPass; ++k)
+    for (int k = 0; k < NR; ++k)
       if (r + k < row_end) emit(r + k, dots[k]);
   }
 }

@@ -14,7 +14,12 @@ __device__ void fd_task_down_accum(const fd_bf16* down_w, long long expert_strid
   fd_stage(act, inter, act_s);
   const fd_bf16* down = down_w + (expert_idx != nullptr ? expert_idx[slot] * expert_stride : 0);
   const float w = expert_weight != nullptr ? expert_weight[slot] : 1.f;
-  fd_gemv_rows(down, inter, act_s, row_begin, row_end, [&](int r, float dot) {
+  // Four rows per warp pass: a down row (1,408 or 2,816 wide) is short, and with two rows a lane
+  // has too few loads in flight to stream at the SM's share of the bandwidth (the gate/up tiles
+  // keep four rows of 2,048 in flight). Sweep 43: 2.427 ms against 2.472 with two (sweep 29, on the
+  // kernels of part 6, had measured it slower: 2.664 against 2.568).
+  constexpr int kDownRowsPerPass = 4;
+  fd_gemv_rows<fd_global_weights, kDownRowsPerPass>(down, inter, act_s, row_begin, row_end, [&](int r, float dot) {
     if (fd_lane() == 0) fd_atomic_add_f32(h_out + r, w * dot);
   });
 }
