@@ -287,21 +287,19 @@ def main(argv=None) -> int:
         variants = speed_variants(args.prompt, args.tokens)
         libraries = library_specs(parser, args.library)
         # "VARIANT@NAME" in --variants: that variant with library NAME only (else every variant with each)
-        picked = [v.strip() for v in (args.variants or "").split(",") if "@" in v]
-        if args.variants:
-            names = [v.strip().partition("@")[0] for v in args.variants.split(",")]
-            wanted = list(dict.fromkeys(["default", *(v for v in names if v)]))
-            unknown = [v for v in wanted if v not in variants]
-            unknown += [v for v in picked if v.partition("@")[2] not in libraries]
-            if unknown:
-                parser.error(f"unknown variants {unknown}; known: {', '.join(variants)}; libraries {list(libraries)}")
-            variants = {name: variants[name] for name in wanted}
+        names = [v.strip() for v in (args.variants or "").split(",") if v.strip()]
+        picked = [v for v in names if "@" in v]
+        plain = list(dict.fromkeys(["default", *(v for v in names if "@" not in v)])) if names else list(variants)
+        unknown = [v for v in plain if v not in variants]
+        unknown += [v for v in picked if v.partition("@")[0] not in variants or v.partition("@")[2] not in libraries]
+        if unknown:
+            parser.error(f"unknown variants {unknown}; known: {', '.join(variants)}; libraries {list(libraries)}")
+        chosen = {name: variants[name] for name in plain}
         for lib_name, path in libraries.items():
-            variants.update({f"{name}@{lib_name}": replace(v, library=path) for name, v in list(variants.items())
-                             if v.library is None and (not picked or f"{name}@{lib_name}" in picked)})
-        if picked:  # only the picked library variants, and the plain ones named
-            plain = [v.strip() for v in args.variants.split(",") if "@" not in v]
-            variants = {k: v for k, v in variants.items() if k in picked or k == "default" or k in plain}
+            with_lib = [v.partition("@")[0] for v in picked if v.partition("@")[2] == lib_name] if picked else plain
+            chosen.update({f"{name}@{lib_name}": replace(variants[name], library=path) for name in with_lib
+                           if variants[name].library is None})
+        variants = chosen
         result = sweep(args.model, args.prompt, args.tokens, variants)
         if args.out:
             with open(args.out, "w") as f:

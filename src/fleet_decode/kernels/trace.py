@@ -187,8 +187,8 @@ def main(argv=None) -> int:
 
     from fleet_decode.bench.timing import latency_summary
     from fleet_decode.graph import decode_plan
-    from fleet_decode.kernels import library
     from fleet_decode.graph.tails import TAIL_KINDS
+    from fleet_decode.kernels import library
     from fleet_decode.kernels.runtime import Megakernel, Tuning
     from fleet_decode.model import load_model, prompt_ids
 
