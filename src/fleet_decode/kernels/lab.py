@@ -172,6 +172,7 @@ def speed_variants(n_prompt: int, n_tokens: int) -> dict[str, Variant]:
         # the top-k and the argmax run by the last tile of the stage before them (graph.tails)
         "tails": Variant(tuning=Tuning(tail_kinds=TAIL_KINDS)),
         "tails topk": Variant(tuning=Tuning(tail_kinds=("ROUTE_TOPK",))),
+        "stage down rows": Variant(tuning=Tuning(stage_down_rows=True)),
         "tails argmax": Variant(tuning=Tuning(tail_kinds=("ARGMAX",))),
         "moe split-k": Variant({"moe_tiles": "split-k"}),
         "moe split-k-routed": Variant({"moe_tiles": "split-k-routed"}),
