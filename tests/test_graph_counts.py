@@ -5,7 +5,7 @@ import pytest
 from fleet_decode.graph import Kind, Plan, build_graph, default_plan
 from fleet_decode.graph.__main__ import main as graph_cli
 from fleet_decode.graph.counts import graph_counts
-from fleet_decode.graph.plan import estimated_step_time
+from fleet_decode.graph.plan import estimated_step_time, even_tiles
 from fleet_decode.model import get_config
 
 
@@ -69,6 +69,44 @@ def test_assignment_places_each_task_once_in_graph_order(real, policy):
     placed = sorted(t for w in graph.workers for t in w)
     assert placed == list(range(len(graph.tasks)))
     assert all(w == sorted(w) for w in graph.workers)  # a worker never waits on its own later task
+
+
+@pytest.mark.parametrize("total,n,align", [(2048, 18, 8), (2048, 19, 8), (100, 7, 8), (24, 9, 8), (2048, 1, 8)])
+def test_even_tiles_cover_the_rows_in_aligned_tiles_that_differ_by_at_most_one_unit(total, n, align):
+    cut = even_tiles(total, n, align)
+    assert cut[0][0] == 0 and cut[-1][1] == total and all(a[1] == b[0] for a, b in zip(cut, cut[1:]))
+    assert len(cut) == min(n, -(-total // align))
+    sizes = [hi - lo for lo, hi in cut]
+    assert all(lo % align == 0 for lo, _ in cut) and min(sizes) > 0
+    units = -(-total // align)
+    assert max(sizes) - min(sizes) <= align and max(sizes) <= -(-units // len(cut)) * align
+
+
+def test_fitted_down_tiles_give_every_worker_at_most_one_down_tile(real):
+    """Plan.down_fit: 7 down matrices (6 slots and the shared experts) in 18 near-equal tiles each on 132
+    workers, the same row ranges for all of them (the runtime sums identical ranges); the default cuts
+    19 a matrix, the last of 32 rows, so one worker streams two."""
+    def downs(**kw):
+        graph = build_graph(real, default_plan(real, workers=132, **kw), layers=[0, 1, 2])
+        owner = {t: w for w, tasks in enumerate(graph.workers) for t in tasks}
+        tasks = [i for i, t in enumerate(graph.tasks) if t.layer == 1 and t.kind in (Kind.DOWN_ACCUM,
+                                                                                     Kind.EXPERT_DOWN_ACCUM)]
+        per_worker = [owner[i] for i in tasks]
+        return [graph.tasks[i] for i in tasks], max(per_worker.count(w) for w in set(per_worker))
+    fitted, most = downs(down_fit=True)
+    assert len(fitted) == 7 * 18 and most == 1
+    assert {t.tile for t in fitted if t.kind == Kind.DOWN_ACCUM} == {t.tile for t in fitted if t.slot == 0}
+    assert max(t.tile[1] - t.tile[0] for t in fitted) == 120
+    plain, most = downs()
+    assert len(plain) == 7 * 19 and most == 2
+
+
+def test_a_worker_stride_moves_whole_lists_to_other_workers(real):
+    plain = build_graph(real, default_plan(real, workers=132), layers=[0, 1])
+    spread = build_graph(real, default_plan(real, workers=132, worker_stride=7), layers=[0, 1])
+    assert [spread.workers[(w * 7) % 132] for w in range(132)] == plain.workers
+    with pytest.raises(ValueError, match="coprime"):
+        default_plan(real, workers=132, worker_stride=11)
 
 
 @pytest.mark.parametrize("workers", [132, 17])

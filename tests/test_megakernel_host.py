@@ -105,8 +105,34 @@ def test_the_sweep_names_an_unknown_variant_and_the_known_ones(capsys):
         lab.main(["--sweep", "--variants", "attn_chunk=32,no such variant"])
     assert stop.value.code == 2
     error = capsys.readouterr().err
-    assert "unknown variants ['no such variant']" in error
+    assert "'no such variant' is neither a known variant nor FIELD=VALUE" in error
     assert all(name in error for name in lab.speed_variants(1024, 32))
+
+
+def test_a_variant_is_named_or_composed_of_known_variants_and_field_settings():
+    known = lab.speed_variants(1024, 32)
+    assert lab.variant_named("stage off", known) is known["stage off"]
+    v = lab.variant_named("tails + worker_stride=7 + down_fit=true + stage_kib=64", known)
+    assert v.plan == {"worker_stride": 7, "down_fit": True}
+    assert v.tuning.tail_kinds == known["tails"].tuning.tail_kinds and v.tuning.stage_kib == 64
+    assert lab.variant_named("moe split-k + tail_kinds=ROUTE_TOPK", known).tuning.tail_kinds == ("ROUTE_TOPK",)
+    for bad in ("down_fit=maybe", "worker_stride=seven", "no_such_field=1", "tails + nonsense"):
+        with pytest.raises(ValueError):
+            lab.variant_named(bad, known)
+
+
+def test_a_megakernels_tuning_keeps_the_fields_its_tables_were_built_from():
+    """The sweep once set tails and staged kinds on a Megakernel built without them, and timed the default:
+    such fields can only be given when it is built."""
+    from fleet_decode.kernels.runtime import Megakernel, Tuning
+
+    mk = Megakernel.__new__(Megakernel)
+    mk._tuning = Tuning()
+    mk.tuning = Tuning(stage=False, stage_kib=64)  # launch-time fields change freely
+    for built in (dict(tail_kinds=("ROUTE_TOPK",)), dict(staged_kinds=("ROUTER",)), dict(stage_down_rows=True)):
+        with pytest.raises(MegakernelError, match=next(iter(built))):
+            mk.tuning = Tuning(**built)
+    assert mk.tuning == Tuning(stage=False, stage_kib=64)
 
 
 def test_the_sweep_refuses_a_library_without_a_path(capsys):

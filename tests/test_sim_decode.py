@@ -82,6 +82,21 @@ def test_shared_experts_in_two_parts_match_reference(source, workers, schedule):
 
 @pytest.mark.parametrize("workers", [3, 17])
 @pytest.mark.parametrize("schedule", SCHEDULES)
+def test_fitted_down_tiles_and_strided_workers_match_reference(source, workers, schedule):
+    """Plan.down_fit (the down stage in as many near-equal tiles as fit the workers) and Plan.worker_stride
+    (the lists on other workers) decode the same."""
+    model, ids, *_ = case(source)
+    mlps = model.config.num_experts_per_tok + 1  # the slots' down matrices and the shared experts'
+    plan = dataclasses.replace(sim_plan(workers, len(ids) + TOKENS, TOKENS), stage_tiles=3 * mlps, down_fit=True,
+                               worker_stride=2)
+    downs = [t for t in build_graph(model.config, plan).tasks if t.kind == Kind.EXPERT_DOWN_ACCUM]
+    assert len({t.tile for t in downs}) == 3
+    result = simulate(model, ids, TOKENS, plan=plan, schedule=schedule, seed=workers)
+    assert_follows_reference(result, source)
+
+
+@pytest.mark.parametrize("workers", [3, 17])
+@pytest.mark.parametrize("schedule", SCHEDULES)
 def test_attention_chunks_cut_by_heads_match_reference(source, workers, schedule):
     """Every chunk's heads in one task each (Plan.attn_head_groups = the model's heads): the tasks of a
     chunk write their own heads' rows of its partials, and the merge reads them as one chunk's."""

@@ -20,6 +20,12 @@ timeout ${SWEEP_S:-200} python3 -m fleet_decode.kernels.lab --sweep \
   --variants "${VARIANTS:-default,tails,moe split-k-routed rows 48}" \
   --out /tmp/t/sweep.json 2>&1 | grep -v Warning
 echo "sweep $(( $(date +%s) - t0 )) s"
-timeout ${TRACE_S:-100} python3 -m fleet_decode.kernels.trace ${TRACE_ARGS:---tails} --out /tmp/t/trace.json 2>&1 | grep -v Warning | tail -40
+# TRACES: variants to trace (kernels.lab names or ' + '-joined parts), separated by ';'
+IFS=';' read -ra traces <<< "${TRACES:-default}"
+for i in "${!traces[@]}"; do
+  echo "== trace $i: ${traces[$i]}"
+  timeout ${TRACE_S:-100} python3 -m fleet_decode.kernels.trace --variant "${traces[$i]}" --out /tmp/t/trace$i.json \
+    --raw /tmp/t/trace$i.npz 2>&1 | grep -v Warning | tail -40
+done
 [ -n "$OUT" ] && tar czf $OUT/next.tgz -C /tmp/t .
 echo "all done $(( $(date +%s) - t0 )) s"

@@ -15,7 +15,7 @@
 // exact) and count themselves on the range's arrival counter (a host-computed table, not part of
 // the graph); the last to arrive adds the rows into h.<l+1> in graph order and zeroes them again.
 // So the sum is bit-identical from run to run, and no adder waits for another. The same counters
-// run tails (fleet_decode.kernels.runtime.tails): a small task after a stage of tiles (the top-k
+// run tails (fleet_decode.graph.tails): a small task after a stage of tiles (the top-k
 // after the router's tiles) is run by the last tile to arrive, not by a worker that waits for them.
 //
 // Staging: a task whose weights are one contiguous range that fits the stage (a shared-memory
@@ -527,7 +527,7 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
   __syncthreads();
 
   for (int step = 0; step < a.n_steps; ++step) {
-    // A tail (fleet_decode.kernels.runtime.tails) is run by the last of its signallers to arrive, as
+    // A tail (fleet_decode.graph.tails) is run by the last of its signallers to arrive, as
     // the next task of that worker, through the same path but without a wait: its inputs are the
     // signallers' outputs, all written and acquired by the arrival. List entry i comes after it.
     int tail = -1;

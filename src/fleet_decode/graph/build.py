@@ -12,7 +12,7 @@ from transformers.models.deepseek_v2.modeling_deepseek_v2 import yarn_apply_msca
 from fleet_decode.graph.derived import W_UK_PARTS, cols, rows, transposed
 from fleet_decode.graph.format import NONE, DType, Kind, Persistence, bits_f32, f32_bits
 from fleet_decode.graph.graph import Buffer, Constants, Event, Graph, Task, Weight
-from fleet_decode.graph.plan import Plan, assign, split_k_tiles, tiles
+from fleet_decode.graph.plan import Plan, assign, even_tiles, split_k_tiles, tiles
 from fleet_decode.graph.reads import task_cost
 
 
@@ -66,8 +66,9 @@ class _Builder:
         self.events[out_event].triggers += 1
 
     def gemv_tiles(self, kind, name, total_rows, stage_rows, out_event, inputs, buffers, weights, layer, slot=NONE,
-                   reserved=0):
-        for i, tile in enumerate(tiles(total_rows, self.plan.tile_rows(stage_rows, reserved))):
+                   reserved=0, tile_list=None):
+        """A stage's tiles of total_rows rows: tiles of the stage's rows (Plan.tile_rows), or tile_list."""
+        for i, tile in enumerate(tile_list or tiles(total_rows, self.plan.tile_rows(stage_rows, reserved))):
             self.task(kind, f"{name}[{i}]", out_event, inputs, buffers, weights, layer=layer, tile=tile, slot=slot)
 
 
@@ -220,14 +221,28 @@ def _mlp(b: _Builder, layer, h_attn, ev_o, h_out, ev_out, router_parts=None):
         _split_k_experts(b, layer, h_attn, ev_o, h_out, ev_out, ev_route, route_idx, route_w,
                          (post_norm, sh_gate, sh_up, sh_down_t), (post_norm, gate_up, down_t))
         return
+    if n_parts == 1:
+        shared_mlps = [("", (sh_gate, sh_up, b.weight(sh_down_name, (d, shared))))]
+    else:  # part q: rows q*part .. of gate and up (views), the same columns of down (a copy)
+        shared_mlps = [(f".{q}", (b.weight(rows(sh_gate_name, q * part, (q + 1) * part), (part, d)),
+                                  b.weight(rows(sh_up_name, q * part, (q + 1) * part), (part, d)),
+                                  b.weight(cols(sh_down_name, q * part, (q + 1) * part), (d, part))))
+                       for q in range(n_parts)]
+    routing_tasks = _routing_tasks(cfg, b.plan)
+    shared_acts = [(b.buffer(f"{L}shared_act{sfx}", part), b.event(f"{L}shared_gate_up{sfx}", layer))
+                   for sfx, _ in shared_mlps]
+
+    def shared_gate_up(stage_rows):
+        for (sfx, (gate, up, _)), (act, ev) in zip(shared_mlps, shared_acts):
+            b.gemv_tiles(Kind.GATE_UP, f"{L}shared_gate_up{sfx}", part, stage_rows, ev, [(ev_o, 0)], (h_attn, act),
+                         (post_norm, gate, up), layer, reserved=routing_tasks)
+
     if b.plan.moe_tiles == "split-k-routed":
         router()
-        shared_act, ev_shared = b.buffer(L + "shared_act", shared), b.event(L + "shared_gate_up", layer)
         # the shared gate/up tiles as routing-free cuts them (a stage beside the routed gate/up)
-        b.gemv_tiles(Kind.GATE_UP, L + "shared_gate_up", shared, shared + K * inter, ev_shared, [(ev_o, 0)],
-                     (h_attn, shared_act), (post_norm, sh_gate, sh_up), layer, reserved=_routing_tasks(cfg, b.plan))
+        shared_gate_up(shared + K * inter)
+        (_, (_, _, sh_down)), ((shared_act, ev_shared),) = shared_mlps[0], shared_acts
         down_t = b.weight(transposed(down_name), (E, inter, d))
-        sh_down = b.weight(sh_down_name, (d, shared))
 
         def shared_down(sums):  # in the sum's row tiles, ahead of them: each row range gets two adders
             for i, tile in enumerate(sums):
@@ -239,30 +254,18 @@ def _mlp(b: _Builder, layer, h_attn, ev_o, h_out, ev_out, router_parts=None):
         return
 
     down = b.weight(down_name, (E, d, inter))
-    if n_parts == 1:
-        shared_mlps = [("", (sh_gate, sh_up, b.weight(sh_down_name, (d, shared))))]
-    else:  # part q: rows q*part .. of gate and up (views), the same columns of down (a copy)
-        shared_mlps = [(f".{q}", (b.weight(rows(sh_gate_name, q * part, (q + 1) * part), (part, d)),
-                                  b.weight(rows(sh_up_name, q * part, (q + 1) * part), (part, d)),
-                                  b.weight(cols(sh_down_name, q * part, (q + 1) * part), (d, part))))
-                       for q in range(n_parts)]
-    routing_tasks = _routing_tasks(cfg, b.plan)
     # every down tile of one row range adds into h_out with the others: same tiles
     down_stage = d * (K + n_parts) // b.plan.down_split
-    shared_acts = [(b.buffer(f"{L}shared_act{sfx}", part), b.event(f"{L}shared_gate_up{sfx}", layer))
-                   for sfx, _ in shared_mlps]
+    down_tiles = (even_tiles(d, (b.plan.stage_tiles or b.plan.workers) * b.plan.down_split // (K + n_parts),
+                             b.plan.row_align)
+                  if b.plan.down_fit else tiles(d, b.plan.tile_rows(down_stage)))
     acts = [b.buffer(f"{L}expert_act.{k}", inter) for k in range(K)]
     ev_gus = [b.event(f"{L}expert_gate_up.{k}", layer) for k in range(K)]
-
-    def shared_gate_up(stage_rows):
-        for (sfx, (gate, up, _)), (act, ev) in zip(shared_mlps, shared_acts):
-            b.gemv_tiles(Kind.GATE_UP, f"{L}shared_gate_up{sfx}", part, stage_rows, ev, [(ev_o, 0)], (h_attn, act),
-                         (post_norm, gate, up), layer, reserved=routing_tasks)
 
     def shared_down():
         for (sfx, (_, _, down_part)), (act, ev) in zip(shared_mlps, shared_acts):
             b.gemv_tiles(Kind.DOWN_ACCUM, f"{L}shared_down{sfx}", d, down_stage, ev_out, [(ev, 0)], (act, h_out),
-                         (down_part,), layer)
+                         (down_part,), layer, tile_list=down_tiles)
 
     def routed_gate_up(stage_rows, reserved):
         for k in range(K):
@@ -286,11 +289,11 @@ def _mlp(b: _Builder, layer, h_attn, ev_o, h_out, ev_out, router_parts=None):
         shared_gate_up(shared)
         router()
         shared_down()
-        n_shared_down = n_parts * len(tiles(d, b.plan.tile_rows(down_stage)))
+        n_shared_down = n_parts * len(down_tiles)
         routed_gate_up(K * inter, 0 if b.plan.moe_tiles == "shared-first-all" else n_shared_down)
     for k in range(K):
         b.gemv_tiles(Kind.EXPERT_DOWN_ACCUM, f"{L}expert_down.{k}", d, down_stage, ev_out, [(ev_gus[k], 0)],
-                     (acts[k], route_idx, route_w, h_out), (down,), layer, slot=k)
+                     (acts[k], route_idx, route_w, h_out), (down,), layer, slot=k, tile_list=down_tiles)
 
 
 def _split_k_experts(b: _Builder, layer, h_attn, ev_o, h_out, ev_out, ev_route, route_idx, route_w, shared_weights,

@@ -61,6 +61,14 @@ class Plan:
     # The down stage (every slot's down tiles and the shared experts') cut into this many times more,
     # shorter tiles: the down tiles of the slot whose gate/up finishes last then spread over more workers.
     down_split: int = 1
+    # The down stage cut into as many tiles as fit the workers (18 a matrix for 7 down matrices on 132
+    # workers, near-equal row counts) instead of tiles of the stage's rows (19 a matrix, the last of 32
+    # rows: 133 tiles, so one worker streams two).
+    down_fit: bool = False
+    # Worker list w runs on block (w * worker_stride) % workers. The balanced policy hands a stage's
+    # consecutive tiles (one expert slot's) to consecutive workers; a stride spreads them over the
+    # GPU's SM clusters, whose share of the memory system may differ. Must be coprime with workers.
+    worker_stride: int = 1
 
     def __post_init__(self):
         if self.assign not in ASSIGNMENTS:
@@ -69,9 +77,12 @@ class Plan:
             raise ValueError(f"moe_tiles must be one of {MOE_TILINGS}, got {self.moe_tiles!r}")
         for name in ("workers", "row_align", "heads_per_tile", "absorb_parts", "attn_chunk", "attn_head_groups",
                      "max_positions",
-                     "max_steps", "split_k_rows", "shared_parts", "down_split", "merge_v_parts"):
+                     "max_steps", "split_k_rows", "shared_parts", "down_split", "merge_v_parts", "worker_stride"):
             if getattr(self, name) < 1:
                 raise ValueError(f"plan.{name} must be >= 1, got {getattr(self, name)}")
+        if math.gcd(self.worker_stride, self.workers) != 1:
+            raise ValueError(f"plan.worker_stride {self.worker_stride} must be coprime with plan.workers "
+                             f"{self.workers}, or some workers would get no list")
 
     def tile_rows(self, stage_rows: int, reserved: int = 0) -> int:
         """Rows per tile for a stage whose matrices (run side by side) have stage_rows rows in all, cut
@@ -124,6 +135,15 @@ def tiles(total: int, rows: int):
     return [(b, min(b + rows, total)) for b in range(0, total, rows)]
 
 
+def even_tiles(total: int, n_tiles: int, align: int = 8):
+    """range(total) in n_tiles contiguous ranges whose lengths are multiples of `align` (but the last)
+    and differ by at most `align`: the longest tile is as short as n_tiles allow."""
+    units = -(-total // align)
+    n_tiles = max(1, min(n_tiles, units))
+    bounds = [min(total, (units * i // n_tiles) * align) for i in range(n_tiles + 1)]
+    return [(bounds[i], bounds[i + 1]) for i in range(n_tiles)]
+
+
 def split_k_tiles(total: int, n_tiles: int, max_rows: int, align: int = 8):
     """Slices of range(total) for the split-K expert tiles: about n_tiles of them, each a multiple of
     `align` rows (whole 16-byte pieces), at most max_rows."""
@@ -134,8 +154,15 @@ def split_k_tiles(total: int, n_tiles: int, max_rows: int, align: int = 8):
 def assign(tasks, events, plan: Plan) -> list[list[int]]:
     """Per-worker task lists, each in the graph's (topological) task order, so no worker blocks itself."""
     if plan.assign == "round-robin":
-        return [list(range(w, len(tasks), plan.workers)) for w in range(plan.workers)]
-    return _balanced(tasks, events, plan)
+        lists = [list(range(w, len(tasks), plan.workers)) for w in range(plan.workers)]
+    else:
+        lists = _balanced(tasks, events, plan)
+    if plan.worker_stride == 1:
+        return lists
+    spread = [[] for _ in lists]
+    for w, tasks_of_w in enumerate(lists):
+        spread[(w * plan.worker_stride) % plan.workers] = tasks_of_w
+    return spread
 
 
 def _ready(task, event_done):

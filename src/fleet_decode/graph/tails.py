@@ -22,13 +22,20 @@ from fleet_decode.graph.format import ACCUMULATES, Kind
 TAIL_KINDS = ("ROUTE_TOPK", "ARGMAX")
 
 
+def check_tail_kinds(kinds):
+    """Raises ValueError naming any kind that cannot run as a tail."""
+    unknown = [k for k in kinds if k not in TAIL_KINDS]
+    if unknown:
+        raise ValueError(f"{unknown} cannot run as tails; the runtime runs {list(TAIL_KINDS)}")
+
+
 def tails(graph, kinds) -> dict[int, list[int]]:
     """Every task of the named kinds (TAIL_KINDS) -> the tasks that signal its one input, in graph
     order. Raises ValueError for a kind that cannot be a tail, or a task of it that does not wait for
     exactly one event of its own step whose signallers count nowhere else."""
-    unknown = [k for k in kinds if k not in TAIL_KINDS]
-    if unknown:
-        raise ValueError(f"{unknown} cannot run as tails; the runtime runs {list(TAIL_KINDS)}")
+    check_tail_kinds(kinds)
+    if not kinds:
+        return {}
     wanted = {Kind[name] for name in kinds}
     signallers = graph.signalers()
     out = {}

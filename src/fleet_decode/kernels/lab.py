@@ -5,6 +5,7 @@ notes (docs/megakernel.md) and speed variants timed side by side.
     python -m fleet_decode.kernels.lab --sweep --out sweep.json           # speed variants side by side
     python -m fleet_decode.kernels.lab --sweep --variants "stage off"     # default and the named ones
     python -m fleet_decode.kernels.lab --sweep --library new=B.so         # and each of them with B.so too
+    python -m fleet_decode.kernels.lab --sweep --variants "tails + worker_stride=7,down_fit=true"  # FIELD=VALUE
 """
 
 import argparse
@@ -12,12 +13,12 @@ import json
 import math
 import sys
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 
 import torch
 
 from fleet_decode.bench.timing import latency_summary
-from fleet_decode.graph import build_graph, decode_plan, default_plan
+from fleet_decode.graph import Plan, build_graph, decode_plan, default_plan
 from fleet_decode.graph.tails import TAIL_KINDS
 from fleet_decode.kernels import library
 from fleet_decode.kernels.runtime import Megakernel, Tuning, WatchdogTimeout
@@ -207,6 +208,42 @@ def speed_variants(n_prompt: int, n_tokens: int) -> dict[str, Variant]:
     }
 
 
+def _setting(cls, key: str, text: str):
+    """FIELD=VALUE's value as cls's field wants it: true/false, an int, a '/'-separated tuple, or text."""
+    kind = str(next(f.type for f in fields(cls) if f.name == key))
+    if "tuple" in kind:
+        return tuple(text.split("/"))
+    if "bool" in kind:
+        if text.lower() not in ("true", "false", "1", "0"):
+            raise ValueError(f"{key} wants true or false, got {text!r}")
+        return text.lower() in ("true", "1")
+    if "int" in kind:
+        return int(text)
+    return text
+
+
+def variant_named(name: str, known: dict[str, Variant]) -> Variant:
+    """A variant of `known`, or parts joined by ' + ', each a known variant or a FIELD=VALUE setting of a
+    Plan or Tuning field: 'stage down rows + worker_stride=7 + down_fit=true'. Later parts win."""
+    if name in known:
+        return known[name]
+    plan_fields, tuning_fields = {f.name for f in fields(Plan)}, {f.name for f in fields(Tuning)}
+    plan, tuning = {}, {}
+    for part in (p.strip() for p in name.split(" + ")):
+        key, eq, text = part.partition("=")
+        key = key.strip()
+        if part in known:
+            plan.update(known[part].plan)
+            tuning.update({k: v for k, v in asdict(known[part].tuning).items() if v != getattr(Tuning(), k)})
+        elif eq and key in plan_fields:
+            plan[key] = _setting(Plan, key, text.strip())
+        elif eq and key in tuning_fields:
+            tuning[key] = _setting(Tuning, key, text.strip())
+        else:
+            raise ValueError(f"{part!r} is neither a known variant nor FIELD=VALUE of a Plan or Tuning field")
+    return Variant(plan, Tuning(**tuning))
+
+
 @torch.no_grad()
 def sweep(source: str, n_prompt: int, n_tokens: int, variants: dict | None = None, launches: int = 3) -> dict:
     """Times every variant: `launches` launches of n_tokens steps each, P50 over the steps >= 2 of all
@@ -224,11 +261,12 @@ def sweep(source: str, n_prompt: int, n_tokens: int, variants: dict | None = Non
     for name, variant in variants.items():
         started = time.perf_counter()
         try:
-            key = (tuple(sorted(variant.plan.items())), variant.library)
+            # the tuning's built fields (tails, staged kinds) are read when a Megakernel builds its tables
+            key = (tuple(sorted(variant.plan.items())), variant.library, variant.tuning.built_fields())
             if key not in graphs:
                 plan = decode_plan(model.config, n_prompt + n_tokens, n_sm, **variant.plan)
                 lib = library.load(variant.library) if variant.library else None
-                graphs[key] = Megakernel(model, plan=plan, lib=lib)
+                graphs[key] = Megakernel(model, plan=plan, lib=lib, tuning=variant.tuning)
                 graphs[key].prefill(prompt)
             mk = graphs[key]
             mk.tuning = variant.tuning
@@ -279,7 +317,9 @@ def main(argv=None) -> int:
     parser.add_argument("--out", help="write the numbers as JSON here")
     parser.add_argument("--sweep", action="store_true",
                         help="only time the speed variants (speed_variants) side by side, sorted by P50")
-    parser.add_argument("--variants", help="with --sweep: only these variants, comma-separated (default always runs)")
+    parser.add_argument("--variants", help="with --sweep: only these variants, comma-separated (default always runs); "
+                                           "a variant is a known name or parts joined by ' + ', each a known name "
+                                           "or FIELD=VALUE of a Plan or Tuning field")
     parser.add_argument("--library", action="append", metavar="NAME=PATH",
                         help="with --sweep: also time each variant with this build of the kernels, as "
                              "'VARIANT@NAME', in the same process (repeatable)")
@@ -291,10 +331,13 @@ def main(argv=None) -> int:
         names = [v.strip() for v in (args.variants or "").split(",") if v.strip()]
         picked = [v for v in names if "@" in v]
         plain = list(dict.fromkeys(["default", *(v for v in names if "@" not in v)])) if names else list(variants)
-        unknown = [v for v in plain if v not in variants]
-        unknown += [v for v in picked if v.partition("@")[0] not in variants or v.partition("@")[2] not in libraries]
+        try:
+            variants.update({v: variant_named(v, variants) for v in [*plain, *(p.partition("@")[0] for p in picked)]})
+        except (ValueError, TypeError) as err:
+            parser.error(f"{err}; known variants: {', '.join(variants)}")
+        unknown = [v for v in picked if v.partition("@")[2] not in libraries]
         if unknown:
-            parser.error(f"unknown variants {unknown}; known: {', '.join(variants)}; libraries {list(libraries)}")
+            parser.error(f"unknown libraries in {unknown}; libraries {list(libraries)}")
         chosen = {name: variants[name] for name in plain}
         for lib_name, path in libraries.items():
             with_lib = [v.partition("@")[0] for v in picked if v.partition("@")[2] == lib_name] if picked else plain

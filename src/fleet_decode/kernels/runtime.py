@@ -24,7 +24,7 @@ import torch
 
 from fleet_decode.graph import Plan, build_graph, decode_plan, default_plan
 from fleet_decode.graph.format import ACCUMULATES, COMPILED_DIMS, KERNEL_LIMITS, OPERANDS, DType, Kind
-from fleet_decode.graph.tails import TAIL_KINDS, tails, without_tails
+from fleet_decode.graph.tails import check_tail_kinds, tails, without_tails
 from fleet_decode.graph.weights import weight_table
 from fleet_decode.kernels import library, staging
 from fleet_decode.model.reference import Reference, softmax_scale
@@ -73,9 +73,14 @@ class Tuning:
         unknown = [k for k in self.staged_kinds or () if k not in stageable]
         if unknown:
             raise ValueError(f"staged_kinds {unknown} cannot be staged; the runtime stages {stageable}")
-        not_tails = [k for k in self.tail_kinds if k not in TAIL_KINDS]
-        if not_tails:
-            raise ValueError(f"tail_kinds {not_tails} cannot run as tails; the runtime runs {list(TAIL_KINDS)}")
+        check_tail_kinds(self.tail_kinds)
+
+    # Read when a Megakernel builds its tables (the tails' graph, the stage table): a Megakernel's
+    # tuning may change only the other fields between launches.
+    BUILT = ("staged_kinds", "tail_kinds", "stage_down_rows")
+
+    def built_fields(self) -> tuple:
+        return tuple(getattr(self, name) for name in self.BUILT)
 
     def kinds(self) -> tuple:
         """The Kind values staged."""
@@ -189,7 +194,7 @@ class Megakernel:
     def __init__(self, hf_model, plan: Plan | None = None, layers=None, graph=None, lib=None,
                  tuning: Tuning = Tuning()):
         self.model, config = hf_model, hf_model.config
-        self.tuning = tuning
+        self._tuning = tuning
         self.device = next(hf_model.parameters()).device
         if self.device.type != "cuda":
             raise MegakernelError(f"the model is on {self.device}; the megakernel needs it on a GPU")
@@ -227,6 +232,19 @@ class Megakernel:
         self.stopped_at = torch.zeros(1, dtype=torch.int32, device=self.device)
         self.step_ticks = torch.zeros(self.graph.constants.max_steps + 1, dtype=torch.int64, device=self.device)
         self.published = _pinned_int32(self.graph.constants.max_steps)
+
+    @property
+    def tuning(self) -> Tuning:
+        return self._tuning
+
+    @tuning.setter
+    def tuning(self, tuning: Tuning):
+        """Launch-time knobs only: the fields the tables were built from (Tuning.BUILT) are fixed."""
+        if tuning.built_fields() != self._tuning.built_fields():
+            changed = [n for n in Tuning.BUILT if getattr(tuning, n) != getattr(self._tuning, n)]
+            raise MegakernelError(f"tuning fields {changed} are read when the megakernel is built: build a new "
+                                  f"Megakernel with them")
+        self._tuning = tuning
 
     def _weights(self, dtypes):
         out = []

@@ -4,6 +4,7 @@ stage of a layer.
 
     PYTHONPATH=src python3 -m fleet_decode.kernels.trace --out trace.json     # on a GPU host
     python3 -m fleet_decode.kernels.trace --library a=A.so --library b=B.so --out t.json  # t-a.json, t-b.json
+    python3 -m fleet_decode.kernels.trace --variant "stage down rows + down_fit=true" --out t.json
 
 Per stage the summary gives, averaged over the MoE layers and the steady steps: when the stage's
 first task could start (inputs ready) and when its last task signalled, both relative to the
@@ -14,6 +15,7 @@ import argparse
 import json
 import re
 import sys
+from dataclasses import replace
 
 import numpy as np
 
@@ -207,6 +209,8 @@ def main(argv=None) -> int:
                         help="the o_proj tiles compute the router's dot products (Plan.router_in_o_proj)")
     parser.add_argument("--merge-v-parts", type=int,
                         help="each head's W_UV rows in this many merge tasks (Plan.merge_v_parts)")
+    parser.add_argument("--variant", help="a sweep variant (kernels.lab: a known name or parts joined by ' + ', "
+                                          "each a name or FIELD=VALUE), before the flags above")
     parser.add_argument("--library", action="append", metavar="NAME=PATH",
                         help="trace with this build of the kernels (repeatable: one model load, one trace per "
                              "library, written to OUT with -NAME before its suffix)")
@@ -217,7 +221,21 @@ def main(argv=None) -> int:
     model = load_model(args.model, dtype=torch.bfloat16, device="cuda")
     prompt = prompt_ids(args.prompt, vocab_size=model.config.vocab_size)
     n_sm = torch.cuda.get_device_properties(0).multi_processor_count
-    overrides = {"moe_tiles": args.moe_tiles} if args.moe_tiles else {}
+    tuning, overrides = Tuning(), {}
+    if args.variant:
+        from fleet_decode.kernels.lab import speed_variants, variant_named
+
+        try:
+            variant = variant_named(args.variant, speed_variants(args.prompt, args.tokens))
+        except (ValueError, TypeError) as err:
+            parser.error(str(err))
+        tuning, overrides = variant.tuning, dict(variant.plan)
+    if args.no_stage:
+        tuning = replace(tuning, stage=False)
+    if args.tails:
+        tuning = replace(tuning, tail_kinds=TAIL_KINDS)
+    if args.moe_tiles:
+        overrides["moe_tiles"] = args.moe_tiles
     if args.shared_parts:
         overrides["shared_parts"] = args.shared_parts
     if args.attn_head_groups:
@@ -228,8 +246,7 @@ def main(argv=None) -> int:
         overrides["router_in_o_proj"] = True
     for name, path in libraries.items():
         mk = Megakernel(model, plan=decode_plan(model.config, args.prompt + args.tokens, n_sm, **overrides),
-                        lib=library.load(path) if path else None,
-                        tuning=Tuning(stage=not args.no_stage, tail_kinds=TAIL_KINDS if args.tails else ()))
+                        lib=library.load(path) if path else None, tuning=tuning)
         mk.prefill(prompt)
         plain = mk.generate(args.prompt, args.tokens)
         trace = torch.zeros(args.tokens, len(mk.graph.tasks), TRACE_WORDS, dtype=torch.int64, device="cuda")
