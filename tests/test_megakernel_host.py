@@ -143,7 +143,7 @@ def test_the_sweep_refuses_a_library_without_a_path(capsys):
 
 def test_a_sweep_times_a_library_with_the_variants_picked_for_it(monkeypatch, capsys):
     timed = []
-    monkeypatch.setattr(lab, "sweep", lambda model, prompt, tokens, variants: timed.append(dict(variants)) or {})
+    monkeypatch.setattr(lab, "sweep", lambda model, prompt, tokens, variants, **kw: timed.append(dict(variants)) or {})
     monkeypatch.setattr(lab, "print_sweep", lambda result: None)
     lab.main(["--sweep", "--variants", "tails,moe split-k,default@new", "--library", "new=/x.so"])
     lab.main(["--sweep", "--variants", "tails", "--library", "new=/x.so"])

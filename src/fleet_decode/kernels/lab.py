@@ -245,11 +245,12 @@ def variant_named(name: str, known: dict[str, Variant]) -> Variant:
 
 
 @torch.no_grad()
-def sweep(source: str, n_prompt: int, n_tokens: int, variants: dict | None = None, launches: int = 3) -> dict:
+def sweep(source: str, n_prompt: int, n_tokens: int, variants: dict | None = None, launches: int = 3,
+          out: str | None = None) -> dict:
     """Times every variant: `launches` launches of n_tokens steps each, P50 over the steps >= 2 of all
     of them, and checks its tokens (and, for the default's graph, its logits bit for bit) against the
     default's. One prefill per graph; a variant that fails is recorded and the sweep goes on."""
-    from fleet_decode.graph.counts import graph_counts
+    from fleet_decode.graph.counts import weight_elements
     from fleet_decode.model import load_model, prompt_ids
 
     model = load_model(source, dtype=torch.bfloat16, device="cuda")
@@ -258,6 +259,11 @@ def sweep(source: str, n_prompt: int, n_tokens: int, variants: dict | None = Non
     variants = variants or speed_variants(n_prompt, n_tokens)
     graphs: dict[tuple, Megakernel] = {}
     rows, baseline = {}, None
+
+    def result():
+        return {"source": source, "prompt": n_prompt, "tokens": n_tokens, "launches": launches, "sm": n_sm,
+                "variants": rows}
+
     for name, variant in variants.items():
         started = time.perf_counter()
         try:
@@ -271,11 +277,12 @@ def sweep(source: str, n_prompt: int, n_tokens: int, variants: dict | None = Non
             mk = graphs[key]
             mk.tuning = variant.tuning
             results = [mk.generate(n_prompt, n_tokens) for _ in range(launches)]
+            # the elements alone: a graph run with tails has tasks on no worker's list
+            weight_bytes = 2 * sum(weight_elements(mk.graph).values())
         except Exception as err:  # noqa: BLE001 -- one broken variant must not cost the others their numbers
             rows[name] = {"error": f"{type(err).__name__}: {err}"}
             continue
         latency = _latency([r.step_seconds for r in results])
-        weight_bytes = graph_counts(mk.graph)["weight_bytes_per_token_total"]
         first = results[0]
         if baseline is None:
             baseline = first
@@ -290,8 +297,14 @@ def sweep(source: str, n_prompt: int, n_tokens: int, variants: dict | None = Non
             "library": variant.library,
             "seconds": time.perf_counter() - started,
         }
-    return {"source": source, "prompt": n_prompt, "tokens": n_tokens, "launches": launches, "sm": n_sm,
-            "variants": rows}
+        if out:  # after every variant: a call cut short keeps what it timed
+            _write_json(out, result())
+    return result()
+
+
+def _write_json(path: str, data: dict):
+    with open(path, "w") as f:
+        f.write(json.dumps(data, indent=1, default=str) + "\n")
 
 
 def print_sweep(result: dict):
@@ -344,16 +357,12 @@ def main(argv=None) -> int:
             chosen.update({f"{name}@{lib_name}": replace(variants[name], library=path) for name in with_lib
                            if variants[name].library is None})
         variants = chosen
-        result = sweep(args.model, args.prompt, args.tokens, variants)
-        if args.out:
-            with open(args.out, "w") as f:
-                f.write(json.dumps(result, indent=1, default=str) + "\n")
+        result = sweep(args.model, args.prompt, args.tokens, variants, out=args.out)
         print_sweep(result)
         return 0
     result = measure(args.model, args.prompt, args.tokens)
     if args.out:
-        with open(args.out, "w") as f:
-            f.write(json.dumps(result, indent=1, default=str) + "\n")
+        _write_json(args.out, result)
     m3, m4 = result["m3"], result["m4"]
     print(f"M2 every layer vs reference: max rel {max(result['m2_rel_vs_reference'].values()):.4f}")
     print(f"M3 layer 26 rel vs reference (same experts) {m3['rel_vs_reference_same_experts'][-1]:.4f}, vs HF "
