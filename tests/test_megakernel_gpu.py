@@ -196,19 +196,6 @@ def test_merges_with_w_uv_in_parts_change_no_bit_of_the_output(model, prompt, me
         assert torch.equal(a, b)
 
 
-def test_routed_down_rows_sent_to_the_stage_change_no_bit_of_the_output(model, prompt, megakernel):
-    # Tuning.stage_down_rows: a routed down tile's first rows read from the stage, the rest from HBM;
-    # each row's dot product is the same sum in the same order: the same logits to the bit.
-    plain = megakernel.decode(prompt, 4)
-    sent = Megakernel(model, plan=megakernel.plan, tuning=Tuning(stage_down_rows=True))
-    routed_downs = any(t.kind.name == "EXPERT_DOWN_ACCUM" for t in sent.graph.tasks)
-    assert bool((sent.stage_table[:, 1] < 0).any()) == routed_downs
-    out = sent.decode(prompt, 4)
-    assert out.tokens == plain.tokens
-    for a, b in zip(out.logits, plain.logits):
-        assert torch.equal(a, b)
-
-
 def test_tails_change_no_bit_of_the_output_and_a_stop_still_ends_the_launch(model, prompt, megakernel):
     # Tuning.tail_kinds: the top-k and the argmax run by the last router / lm_head tile to arrive,
     # the same task functions on the same inputs: the same logits to the bit. The stop is the argmax

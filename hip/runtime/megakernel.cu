@@ -155,7 +155,7 @@ __device__ __forceinline__ bool fd_send_successor_tile(const fd_launch_args& a, 
                                                        uint64_t* barrier, unsigned char* stage) {
   const int* rec = tasks + static_cast<size_t>(next) * FD_TASK_WORDS;
   const long long* st = a.stage + static_cast<size_t>(next) * FD_STAGE_WORDS;
-  if (!(st[0] >= 0 && st[1] >= 0 && a.stage_bytes > 0 && st[2] <= a.stage_bytes)) return false;
+  if (!(st[0] >= 0 && a.stage_bytes > 0 && st[2] <= a.stage_bytes)) return false;
   bool waits = false;
   for (int j = 0; j < rec[FD_T_N_INPUTS]; ++j)
     waits |= rec[FD_T_IN0_EVENT + 2 * j] == event && rec[FD_T_IN0_LAG + 2 * j] == 0;
@@ -265,7 +265,7 @@ struct fd_stage_state {
 
 __device__ __forceinline__ void fd_run_task(const fd_launch_args& a, const fd_model_constants& c, const fd_task_view& v, int kind,
                             int step, float* into, void* smem, int staged_slot, const char* staged_base,
-                            const fd_stage_state& stage, int down_rows) {
+                            const fd_stage_state& stage) {
   const int b0 = v.b0, b1 = v.b1, slot = v.slot;
   const int hidden = c.hidden, inter = c.inter, vocab = c.vocab;
   const int pos = a.pos0 + step;
@@ -382,7 +382,7 @@ __device__ __forceinline__ void fd_run_task(const fd_launch_args& a, const fd_mo
     case FD_KIND_EXPERT_DOWN_ACCUM:
       fd_task_down_accum(WM(FD_EXPERT_DOWN_ACCUM_WT_DOWN), static_cast<long long>(hidden) * inter,
                          I(FD_EXPERT_DOWN_ACCUM_BUF_ROUTE_IDX), F(FD_EXPERT_DOWN_ACCUM_BUF_ROUTE_W), slot,
-                         F(FD_EXPERT_DOWN_ACCUM_BUF_ACT), inter, b0, b1, into, smem, stage.base, down_rows);
+                         F(FD_EXPERT_DOWN_ACCUM_BUF_ACT), inter, b0, b1, into, smem);
       break;
     case FD_KIND_GATE_UP_DOWN:
     case FD_KIND_EXPERT_GATE_UP_DOWN: {
@@ -494,7 +494,6 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
   extern __shared__ __align__(128) unsigned char fd_smem[];
   __shared__ __align__(8) uint64_t stage_barrier;
   __shared__ int proceed, last_adder;
-  __shared__ int staged_down_rows;  // rows of a routed down tile the last thread sent to the stage
   __shared__ fd_task_view view;
   __shared__ fd_model_constants constants;
   __shared__ int triggers_s[kTriggersCached];  // FD_E_TRIGGERS of the first kTriggersCached events
@@ -548,13 +547,9 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
       // and lands while the worker waits for the inputs.
       // The last thread issues the bulk copy, so that thread 0 goes straight to its wait.
       const long long* st = a.stage + static_cast<size_t>(t) * FD_STAGE_WORDS;
-      const int staged_slot =
-          !is_tail && kStaging && a.stage_bytes > 0 && st[0] >= 0 && st[1] >= 0 && st[2] <= a.stage_bytes
-              ? static_cast<int>(st[0])
-              : -1;
-      // A routed down tile's rows depend on the expert: its entry is dynamic (offset -1 - the layer's
-      // routing event), and its first rows are sent once that event has fired (see below).
-      const bool down_rows_entry = !is_tail && kStaging && a.stage_bytes > 0 && st[0] >= 0 && st[1] < 0;
+      const int staged_slot = !is_tail && kStaging && a.stage_bytes > 0 && st[0] >= 0 && st[2] <= a.stage_bytes
+                                  ? static_cast<int>(st[0])
+                                  : -1;
       if (is_tail) {
         // neither a stage copy nor a wait; any tile sent ahead for entry i stays in flight for it
       } else if (bulk_stage) {
@@ -563,24 +558,6 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
             fd_stage_issue(&stage_barrier, stage, static_cast<const char*>(a.weights[staged_slot]) + st[1],
                            static_cast<uint32_t>(st[2]));
           sent_ahead = -1;
-          // A routed down tile waits for its slot's gate/up with the stage idle: if the routing has
-          // fired (a look, never a wait), its expert is known and the tile's first rows go to the stage.
-          staged_down_rows = 0;
-          if (down_rows_entry) {
-            const int route_event = static_cast<int>(-1 - st[1]);
-            const int triggers =
-                route_event < kTriggersCached ? triggers_s[route_event] : events[route_event * FD_EVENT_WORDS + FD_E_TRIGGERS];
-            if (fd_load_acquire(a.counters + route_event) >= triggers * (step + 1)) {
-              const int expert = static_cast<const int*>(
-                  a.buffers[rec[FD_T_BUF0 + FD_EXPERT_DOWN_ACCUM_BUF_ROUTE_IDX]])[rec[FD_T_SLOT]];
-              const size_t row_bytes = static_cast<size_t>(constants.inter) * sizeof(fd_bf16);
-              const int rows = static_cast<int>(min(static_cast<long long>(a.stage_bytes), st[2]) / row_bytes);
-              const char* src = static_cast<const char*>(a.weights[st[0]]) +
-                                (static_cast<size_t>(expert) * constants.hidden + rec[FD_T_TILE_BEGIN]) * row_bytes;
-              if (rows > 0) fd_stage_issue(&stage_barrier, stage, src, static_cast<uint32_t>(rows * row_bytes));
-              staged_down_rows = rows;
-            }
-          }
           // A task that leaves the stage idle (an attention chunk) sends the tile of its successor
           // when that successor waits for this task's own event (the merge after its chunk): the
           // successor starts right after this stage, and its tile lands during it. Successors that
@@ -628,13 +605,11 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
       __syncthreads();
       if (!proceed) {
         // no copy outlives the block
-        if (bulk_stage && (staged_slot >= 0 || sent_ahead == i + 1 || staged_down_rows > 0))
-          fd_stage_wait(&stage_barrier, stage_parity);
+        if (bulk_stage && (staged_slot >= 0 || sent_ahead == i + 1)) fd_stage_wait(&stage_barrier, stage_parity);
         return;
       }
       fd_trace_mark(tr, FD_TR_READY);
-      const int down_rows = down_rows_entry && bulk_stage ? staged_down_rows : 0;
-      if ((staged_slot >= 0 || down_rows > 0) && bulk_stage) {
+      if (staged_slot >= 0 && bulk_stage) {
         fd_stage_wait(&stage_barrier, stage_parity);
         stage_parity ^= 1;
       }
@@ -645,7 +620,7 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
       float* into = add_group >= 0 ? a.partials + order[3] : adds ? fd_accumulated(view, kind) : nullptr;
       fd_run_task(a, constants, view, kind, step, into, fd_smem, staged_slot,
                   staged_slot >= 0 ? reinterpret_cast<const char*>(stage) - st[1] : nullptr,
-                  fd_stage_state{stage, &stage_barrier, &stage_parity, bulk_stage}, down_rows);
+                  fd_stage_state{stage, &stage_barrier, &stage_parity, bulk_stage});
       __syncthreads();
       if (add_group >= 0) {
         if (threadIdx.x == 0) {

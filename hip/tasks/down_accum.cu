@@ -9,8 +9,7 @@
 template <class Act>
 __device__ void fd_task_down_accum(const fd_bf16* down_w, long long expert_stride, const int* expert_idx,
                                    const float* expert_weight, int slot, const Act* act, int inter, int row_begin,
-                                   int row_end, float* h_out, void* smem, const unsigned char* staged_rows = nullptr,
-                                   int n_staged = 0) {
+                                   int row_end, float* h_out, void* smem) {
   Act* act_s = static_cast<Act*>(smem);
   fd_stage(act, inter, act_s);
   const fd_bf16* down = down_w + (expert_idx != nullptr ? expert_idx[slot] * expert_stride : 0);
@@ -20,21 +19,9 @@ __device__ void fd_task_down_accum(const fd_bf16* down_w, long long expert_strid
   // keep four rows of 2,048 in flight). Sweep 43: 2.427 ms against 2.472 with two (sweep 29, on the
   // kernels of part 6, had measured it slower: 2.664 against 2.568).
   constexpr int kDownRowsPerPass = 4;
-  auto add = [&](int r, float dot) {
+  fd_gemv_rows<fd_global_weights, kDownRowsPerPass>(down, inter, act_s, row_begin, row_end, [&](int r, float dot) {
     if (fd_lane() == 0) fd_atomic_add_f32(h_out + r, w * dot);
-  };
-  // The tile's first n_staged rows may already lie in the stage (the runtime copied them while the
-  // worker waited for the slot's gate/up): the rows from HBM first, so that their loads start at once.
-  const int split = row_begin + n_staged;
-  fd_gemv_rows<fd_global_weights, kDownRowsPerPass>(down, inter, act_s, split, row_end, add);
-#if !FD_HIP  // AMD's LDS has no room for a stage (megakernel.cu): n_staged is always 0 there
-  if (n_staged > 0) {
-    const fd_bf16* rows = reinterpret_cast<const fd_bf16*>(staged_rows) - static_cast<size_t>(row_begin) * inter;
-    fd_gemv_rows<fd_staged_weights, kDownRowsPerPass>(rows, inter, act_s, row_begin, split, add);
-  }
-#else
-  (void)staged_rows;
-#endif
+  });
 }
 
 #ifndef FD_NO_STANDALONE

@@ -173,7 +173,6 @@ def speed_variants(n_prompt: int, n_tokens: int) -> dict[str, Variant]:
         # the top-k and the argmax run by the last tile of the stage before them (graph.tails)
         "tails": Variant(tuning=Tuning(tail_kinds=TAIL_KINDS)),
         "tails topk": Variant(tuning=Tuning(tail_kinds=("ROUTE_TOPK",))),
-        "stage down rows": Variant(tuning=Tuning(stage_down_rows=True)),
         "tails argmax": Variant(tuning=Tuning(tail_kinds=("ARGMAX",))),
         "moe split-k": Variant({"moe_tiles": "split-k"}),
         "moe split-k-routed": Variant({"moe_tiles": "split-k-routed"}),
@@ -224,7 +223,7 @@ def _setting(cls, key: str, text: str):
 
 def variant_named(name: str, known: dict[str, Variant]) -> Variant:
     """A variant of `known`, or parts joined by ' + ', each a known variant or a FIELD=VALUE setting of a
-    Plan or Tuning field: 'stage down rows + worker_stride=7 + down_fit=true'. Later parts win."""
+    Plan or Tuning field: 'tails + worker_stride=7 + down_fit=true'. Later parts win."""
     if name in known:
         return known[name]
     plan_fields, tuning_fields = {f.name for f in fields(Plan)}, {f.name for f in fields(Tuning)}

@@ -62,9 +62,6 @@ class Tuning:
     stage_kib: int | None = None
     staged_kinds: tuple[str, ...] | None = None
     tail_kinds: tuple[str, ...] = ()
-    # a routed down tile's first rows sent to the stage while it waits for its slot's gate/up, once the
-    # layer's routing has fired (staging.stage_table's dynamic entries)
-    stage_down_rows: bool = False
 
     def __post_init__(self):
         if self.stage_kib is not None and self.stage_kib < 0:
@@ -77,7 +74,7 @@ class Tuning:
 
     # Read when a Megakernel builds its tables (the tails' graph, the stage table): a Megakernel's
     # tuning may change only the other fields between launches.
-    BUILT = ("staged_kinds", "tail_kinds", "stage_down_rows")
+    BUILT = ("staged_kinds", "tail_kinds")
 
     def built_fields(self) -> tuple:
         return tuple(getattr(self, name) for name in self.BUILT)
@@ -223,8 +220,7 @@ class Megakernel:
         self.add_order = torch.from_numpy(order).to(self.device)
         self.stage_capacity = self.lib.fd_megakernel_stage_capacity()
         self.stage_table = torch.from_numpy(staging.stage_table(
-            self.graph, self.stage_capacity, [t.data_ptr() for t in self.weights], tuning.kinds(),
-            down_rows=tuning.stage_down_rows)).to(self.device)
+            self.graph, self.stage_capacity, [t.data_ptr() for t in self.weights], tuning.kinds())).to(self.device)
         self.counters = torch.zeros(len(self.graph.events), dtype=torch.int32, device=self.device)
         self.arrivals = torch.zeros(max(1, n_groups), dtype=torch.int32, device=self.device)
         self.partials = torch.zeros(max(1, n_scratch), dtype=torch.float32, device=self.device)

@@ -4,7 +4,7 @@ stage of a layer.
 
     PYTHONPATH=src python3 -m fleet_decode.kernels.trace --out trace.json     # on a GPU host
     python3 -m fleet_decode.kernels.trace --library a=A.so --library b=B.so --out t.json  # t-a.json, t-b.json
-    python3 -m fleet_decode.kernels.trace --variant "stage down rows + down_fit=true" --out t.json
+    python3 -m fleet_decode.kernels.trace --variant "tails + down_fit=true" --out t.json
 
 Per stage the summary gives, averaged over the MoE layers and the steady steps: when the stage's
 first task could start (inputs ready) and when its last task signalled, both relative to the
