@@ -5,7 +5,7 @@ import pytest
 
 from fleet_decode.graph import Plan, build_graph
 from fleet_decode.graph.format import Kind
-from fleet_decode.kernels.trace import summarise, times_ns
+from fleet_decode.kernels.trace import SM_SHIFT, block_sms, summarise, times_ns
 from fleet_decode.model import get_config
 
 
@@ -111,3 +111,16 @@ def test_a_tail_has_neither_wake_nor_gap():
     assert kinds["ROUTE_TOPK"]["wake_us_mean"] is None and kinds["ROUTE_TOPK"]["gap_us_mean"] is None
     assert kinds["ROUTE_TOPK"]["run_us_mean"] == pytest.approx(1.0)
     assert kinds["ROUTER"]["wake_us_mean"] == pytest.approx(0.3)
+
+
+def test_the_block_to_sm_map_is_read_from_a_build_that_records_it():
+    graph = build_graph(get_config("tiny"), Plan(workers=4, max_positions=64, max_steps=2))
+    words = np.zeros(len(graph.tasks), dtype=np.int64)
+    assert block_sms(graph, words) is None  # a main build records no SM
+    sm_of_block = [6, 0, 3, 1]
+    for block, tasks in enumerate(graph.workers):
+        words[tasks] = ((sm_of_block[block] + 1) << SM_SHIFT) | 1  # the resident flag stays in the low bits
+    assert block_sms(graph, words) == sm_of_block
+    words[graph.workers[2][0]] = (5 + 1) << SM_SHIFT
+    with pytest.raises(ValueError, match="block 2"):
+        block_sms(graph, words)

@@ -25,6 +25,26 @@ from fleet_decode.kernels.runtime import TRACE_WORDS
 
 REACHED, READY, DONE, RESIDENT = 0, 1, 2, 3  # fd_trace_word
 STAGED_LANDED, STAGED_LATE = 1, 2  # the RESIDENT word of a staged task (0: not staged)
+# A lab build with docs/next/smid.patch also writes the task's SM + 1 into the RESIDENT word from this bit on.
+SM_SHIFT = 8
+
+
+def block_sms(graph, words: np.ndarray) -> list[int] | None:
+    """Per block (worker list), the SM it ran on, from one step's RESIDENT words [tasks] of a build that
+    records it (None: not recorded). Raises ValueError if a block's tasks name two SMs."""
+    sm = words.astype(np.int64) >> SM_SHIFT
+    if not sm.any():
+        return None
+    out = []
+    for block, tasks in enumerate(graph.workers):
+        if not tasks:
+            out.append(-1)  # a block with nothing to run
+            continue
+        seen = {int(sm[i]) - 1 for i in tasks}
+        if len(seen) != 1:
+            raise ValueError(f"block {block}'s tasks ran on SMs {sorted(seen)}: a persistent block stays on one")
+        out.append(seen.pop())
+    return out
 
 
 def times_ns(raw: np.ndarray, ticks_per_second: float) -> np.ndarray:
@@ -253,7 +273,10 @@ def main(argv=None) -> int:
         traced = mk.generate(args.prompt, args.tokens, trace=trace)
         raw = trace.cpu().numpy()
         summary = summarise(mk.graph, times_ns(raw, mk.lib.fd_megakernel_ticks_per_second()), range(2, args.tokens),
-                            resident=raw[..., RESIDENT])
+                            resident=raw[..., RESIDENT] & ((1 << SM_SHIFT) - 1))
+        sms = block_sms(mk.graph, raw[2, :, RESIDENT])
+        if sms is not None:
+            summary["block_sm"] = sms
         untraced = latency_summary([[s * 1e3 for s in plain.step_seconds]])
         summary.update(untraced_p50_us=untraced["p50_ms"] * 1e3, same_tokens_traced=traced.tokens == plain.tokens,
                        plan=str(mk.plan), tuning=str(mk.tuning), library=path, tokens=plain.tokens)
