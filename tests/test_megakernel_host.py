@@ -183,3 +183,19 @@ def test_the_launch_struct_mirrors_the_runtime_field_by_field():
     assert [name for _, name in fields] == [name for name, _ in LaunchArgs._fields_]
     for (ctype, name), (_, mirrored) in zip(fields, LaunchArgs._fields_):
         assert _CTYPES[ctype.strip()] is mirrored, name
+
+
+def test_tpc_pairs_places_a_heavy_list_beside_a_light_one():
+    """The lab's placement (kernels.lab.tpc_pairs): the same lists, blocks 2k and 2k + 1 holding the
+    k-th heaviest and the k-th lightest, so that every pair streams about as much as every other."""
+    graph = build_graph(get_config("deepseek-coder-v2-lite"), Plan(workers=16, max_positions=128, max_steps=2),
+                        layers=[0, 1, 2])
+    before = sorted(map(tuple, graph.workers))
+    cost = lambda tasks: sum(graph.tasks[i].cost for i in tasks)  # noqa: E731
+    spread_before = [cost(graph.workers[2 * k]) + cost(graph.workers[2 * k + 1]) for k in range(8)]
+    placed = lab.tpc_pairs(graph)
+    assert sorted(map(tuple, placed.workers)) == before
+    costs = [cost(tasks) for tasks in placed.workers]
+    assert costs[0] == max(costs) and costs[1] == min(costs)
+    pairs = [costs[2 * k] + costs[2 * k + 1] for k in range(8)]
+    assert max(pairs) - min(pairs) <= max(spread_before) - min(spread_before)

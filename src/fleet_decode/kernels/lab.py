@@ -19,6 +19,7 @@ import torch
 
 from fleet_decode.bench.timing import latency_summary
 from fleet_decode.graph import Plan, build_graph, decode_plan, default_plan
+from fleet_decode.graph.format import Kind
 from fleet_decode.graph.tails import TAIL_KINDS
 from fleet_decode.kernels import library
 from fleet_decode.kernels.runtime import Megakernel, Tuning, WatchdogTimeout
@@ -148,6 +149,26 @@ class Variant:
     plan: dict = field(default_factory=dict)  # default_plan overrides (a new graph)
     tuning: Tuning = Tuning()  # launch arguments (same graph)
     library: str | None = None  # another build of the kernels (None: this GPU's build dir)
+    # "tpc-pairs": the plan's lists re-placed so that the two blocks of each SM pair (2k, 2k + 1, one
+    # TPC on the H200: the smid trace of part 10) hold a heavy and a light list (tpc_pairs)
+    placement: str | None = None
+
+
+def tpc_pairs(graph, expert_window_only=False):
+    """The graph with its worker lists re-placed: sorted by the weight elements they stream (all of them,
+    or only the expert tiles'), the heaviest and the lightest on blocks 0 and 1, the next two on 2 and 3,
+    and so on (lab only)."""
+    experts = (Kind.GATE_UP, Kind.DOWN_ACCUM, Kind.EXPERT_GATE_UP, Kind.EXPERT_DOWN_ACCUM)
+    cost = [sum(graph.tasks[i].cost for i in tasks if not expert_window_only or graph.tasks[i].kind in experts)
+            for tasks in graph.workers]
+    order = sorted(range(len(cost)), key=lambda w: -cost[w])
+    placed = []
+    while order:
+        placed.append(order.pop(0))
+        if order:
+            placed.append(order.pop())
+    graph.workers = [graph.workers[w] for w in placed]
+    return graph
 
 
 STAGED_KIND_SETS = {
@@ -165,6 +186,8 @@ def speed_variants(n_prompt: int, n_tokens: int) -> dict[str, Variant]:
     earlier sweeps' variants, L2 prefetch and fenced sync among them, are in docs/measurements/)."""
     return {
         "default": Variant(),  # decode_plan + Tuning(): cache sized to the decode, its chunks, staged weights
+        "tpc pairs": Variant(placement="tpc-pairs"),
+        "tpc pairs experts": Variant(placement="tpc-pairs-experts"),
         "stage off": Variant(tuning=Tuning(stage=False)),
         "stage 64 KiB": Variant(tuning=Tuning(stage_kib=64)),
         # Which kinds' tiles are staged (staging.STAGEABLE_KINDS; each copy is HBM traffic beside what
@@ -227,11 +250,12 @@ def variant_named(name: str, known: dict[str, Variant]) -> Variant:
     if name in known:
         return known[name]
     plan_fields, tuning_fields = {f.name for f in fields(Plan)}, {f.name for f in fields(Tuning)}
-    plan, tuning = {}, {}
+    plan, tuning, placement = {}, {}, None
     for part in (p.strip() for p in name.split(" + ")):
         key, eq, text = part.partition("=")
         key = key.strip()
         if part in known:
+            placement = known[part].placement or placement
             plan.update(known[part].plan)
             tuning.update({k: v for k, v in asdict(known[part].tuning).items() if v != getattr(Tuning(), k)})
         elif eq and key in plan_fields:
@@ -240,7 +264,7 @@ def variant_named(name: str, known: dict[str, Variant]) -> Variant:
             tuning[key] = _setting(Tuning, key, text.strip())
         else:
             raise ValueError(f"{part!r} is neither a known variant nor FIELD=VALUE of a Plan or Tuning field")
-    return Variant(plan, Tuning(**tuning))
+    return Variant(plan, Tuning(**tuning), placement=placement)
 
 
 @torch.no_grad()
@@ -267,11 +291,14 @@ def sweep(source: str, n_prompt: int, n_tokens: int, variants: dict | None = Non
         started = time.perf_counter()
         try:
             # the tuning's built fields (tails, staged kinds) are read when a Megakernel builds its tables
-            key = (tuple(sorted(variant.plan.items())), variant.library, variant.tuning.built_fields())
+            key = (tuple(sorted(variant.plan.items())), variant.library, variant.tuning.built_fields(),
+                   variant.placement)
             if key not in graphs:
                 plan = decode_plan(model.config, n_prompt + n_tokens, n_sm, **variant.plan)
                 lib = library.load(variant.library) if variant.library else None
-                graphs[key] = Megakernel(model, plan=plan, lib=lib, tuning=variant.tuning)
+                graph = None if variant.placement is None else \
+                    tpc_pairs(build_graph(model.config, plan), variant.placement == "tpc-pairs-experts")
+                graphs[key] = Megakernel(model, plan=plan, graph=graph, lib=lib, tuning=variant.tuning)
                 graphs[key].prefill(prompt)
             mk = graphs[key]
             mk.tuning = variant.tuning
