@@ -199,3 +199,68 @@ def test_tpc_pairs_places_a_heavy_list_beside_a_light_one():
     assert costs[0] == max(costs) and costs[1] == min(costs)
     pairs = [costs[2 * k] + costs[2 * k + 1] for k in range(8)]
     assert max(pairs) - min(pairs) <= max(spread_before) - min(spread_before)
+
+
+def test_a_sweep_launches_its_variants_in_rounds_and_drops_one_that_fails():
+    order, rounds = [], []
+
+    def runner(name, fail_at=None):
+        def run():
+            order.append(name)
+            if len([n for n in order if n == name]) == fail_at:
+                raise RuntimeError("watchdog")
+            return f"{name}{len(order)}"
+        return run
+
+    results, errors = lab.interleaved_launches(
+        {"default": runner("default"), "a": runner("a", fail_at=2), "b": runner("b")}, 3,
+        after_round=lambda r, e: rounds.append({k: len(v) for k, v in r.items()}))
+    assert order == ["default", "a", "b", "default", "a", "b", "default", "b"]  # drift falls on all alike
+    assert errors == {"a": "RuntimeError: watchdog"}
+    assert [len(results[k]) for k in ("default", "a", "b")] == [3, 1, 3]
+    assert rounds == [{"default": 1, "a": 1, "b": 1}, {"default": 2, "a": 1, "b": 2}, {"default": 3, "a": 1, "b": 3}]
+
+
+def test_a_whole_sweep_runs_on_stand_ins_and_writes_every_round(monkeypatch, tmp_path):
+    """lab.sweep end to end on the CPU: the model, the GPU's SM count and the Megakernel stood in for, so
+    the build phase, the rounds, the rows and the file written after each round are exercised."""
+    import json
+    from types import SimpleNamespace as NS
+
+    import torch
+
+    from fleet_decode.kernels.runtime import DecodeResult, Tuning
+
+    config = get_config("tiny")
+    built = []
+
+    class FakeMegakernel:
+        def __init__(self, model, plan, graph=None, lib=None, tuning=Tuning()):
+            if plan.down_fit:
+                raise RuntimeError("no room")  # a variant that fails while it is built
+            self.graph, self.tuning, self.launches = graph or build_graph(config, plan), tuning, 0
+            built.append(self)
+
+        def prefill(self, prompt):
+            pass
+
+        def generate(self, n_prompt, n_tokens):
+            self.launches += 1
+            slow = 2.0 if self.tuning.stage is False else 1.0
+            return DecodeResult(tokens=[1] * n_tokens, logits=[torch.zeros(4)] * n_tokens, hidden_states=[],
+                                step_seconds=[slow * 1e-3 * (1 + 0.01 * self.launches)] * n_tokens)
+
+    monkeypatch.setattr(lab, "Megakernel", FakeMegakernel)
+    monkeypatch.setattr("fleet_decode.model.load_model", lambda *a, **k: NS(config=config))
+    monkeypatch.setattr(lab.torch.cuda, "get_device_properties", lambda i: NS(multi_processor_count=8))
+    known = lab.speed_variants(64, 4)
+    variants = {name: lab.variant_named(name, known) for name in ("default", "stage off", "down_fit=true")}
+    out = tmp_path / "sweep.json"
+    result = lab.sweep("tiny", 64, 4, variants, launches=2, out=str(out))
+    rows = result["variants"]
+    assert rows["down_fit=true"] == {"error": "RuntimeError: no room"}
+    assert len(built) == 1  # default and stage off share one graph (stage is a launch-time field)
+    assert rows["stage off"]["p50_ms"] == pytest.approx(2 * rows["default"]["p50_ms"], rel=0.05)
+    assert rows["default"]["same_tokens_as_default"] and rows["stage off"]["max_abs_logit_diff_vs_default"] == 0
+    assert json.loads(out.read_text())["variants"]["stage off"]["p50_ms_per_launch"] == \
+        rows["stage off"]["p50_ms_per_launch"]

@@ -14,6 +14,7 @@ import math
 import sys
 import time
 from dataclasses import asdict, dataclass, field, fields, replace
+from functools import partial
 
 import torch
 
@@ -267,12 +268,32 @@ def variant_named(name: str, known: dict[str, Variant]) -> Variant:
     return Variant(plan, Tuning(**tuning), placement=placement)
 
 
+def interleaved_launches(runners: dict, launches: int, after_round=None) -> tuple[dict, dict]:
+    """Runs every runner (name -> a callable that makes one launch and returns its result) `launches`
+    times in rounds, each runner once a round in order, so that a machine's drift during a sweep falls
+    on every variant alike. A runner that raises is recorded and left out of later rounds. Returns
+    (results per name, error text per name); after_round(results, errors) is called after each round."""
+    results, errors = {name: [] for name in runners}, {}
+    for _ in range(launches):
+        for name, run in runners.items():
+            if name in errors:
+                continue
+            try:
+                results[name].append(run())
+            except Exception as err:  # noqa: BLE001 -- one broken variant must not cost the others their numbers
+                errors[name] = f"{type(err).__name__}: {err}"
+        if after_round is not None:
+            after_round(results, errors)
+    return results, errors
+
+
 @torch.no_grad()
 def sweep(source: str, n_prompt: int, n_tokens: int, variants: dict | None = None, launches: int = 3,
           out: str | None = None) -> dict:
-    """Times every variant: `launches` launches of n_tokens steps each, P50 over the steps >= 2 of all
-    of them, and checks its tokens (and, for the default's graph, its logits bit for bit) against the
-    default's. One prefill per graph; a variant that fails is recorded and the sweep goes on."""
+    """Times every variant: `launches` launches of n_tokens steps each, taken in rounds (every variant
+    once a round), P50 over the steps >= 2 of all of them, and checks its tokens (and, for the default's
+    graph, its logits bit for bit) against the first variant's (the default). One prefill per graph; a
+    variant that fails is recorded and the sweep goes on."""
     from fleet_decode.graph.counts import weight_elements
     from fleet_decode.model import load_model, prompt_ids
 
@@ -281,12 +302,7 @@ def sweep(source: str, n_prompt: int, n_tokens: int, variants: dict | None = Non
     n_sm = torch.cuda.get_device_properties(0).multi_processor_count
     variants = variants or speed_variants(n_prompt, n_tokens)
     graphs: dict[tuple, Megakernel] = {}
-    rows, baseline = {}, None
-
-    def result():
-        return {"source": source, "prompt": n_prompt, "tokens": n_tokens, "launches": launches, "sm": n_sm,
-                "variants": rows}
-
+    built, build_errors, build_seconds = {}, {}, {}
     for name, variant in variants.items():
         started = time.perf_counter()
         try:
@@ -300,32 +316,47 @@ def sweep(source: str, n_prompt: int, n_tokens: int, variants: dict | None = Non
                     tpc_pairs(build_graph(model.config, plan), variant.placement == "tpc-pairs-experts")
                 graphs[key] = Megakernel(model, plan=plan, graph=graph, lib=lib, tuning=variant.tuning)
                 graphs[key].prefill(prompt)
-            mk = graphs[key]
-            mk.tuning = variant.tuning
-            results = [mk.generate(n_prompt, n_tokens) for _ in range(launches)]
-            # the elements alone: a graph run with tails has tasks on no worker's list
-            weight_bytes = 2 * sum(weight_elements(mk.graph).values())
+            built[name] = graphs[key]
         except Exception as err:  # noqa: BLE001 -- one broken variant must not cost the others their numbers
-            rows[name] = {"error": f"{type(err).__name__}: {err}"}
-            continue
-        latency = _latency([r.step_seconds for r in results])
-        first = results[0]
-        if baseline is None:
-            baseline = first
-        rows[name] = {
-            "p50_ms": latency["p50_ms"], "p95_ms": latency["p95_ms"],
-            "weight_tb_per_s_at_p50": weight_bytes / (latency["p50_ms"] / 1e3) / 1e12,
-            "p50_ms_per_launch": [_p50_ms(r.step_seconds) for r in results],
-            "same_tokens_as_default": first.tokens == baseline.tokens,
-            "same_tokens_every_launch": all(r.tokens == first.tokens for r in results),
-            "max_abs_logit_diff_vs_default": max(float((a - b).abs().max()) for a, b in zip(first.logits, baseline.logits)),
-            "tasks": len(mk.graph.tasks), "plan": variant.plan, "tuning": asdict(variant.tuning),
-            "library": variant.library,
-            "seconds": time.perf_counter() - started,
-        }
-        if out:  # after every variant: a call cut short keeps what it timed
-            _write_json(out, result())
-    return result()
+            build_errors[name] = f"{type(err).__name__}: {err}"
+        build_seconds[name] = time.perf_counter() - started
+
+    def launch(mk, tuning):
+        mk.tuning = tuning  # launch-time fields may differ between variants sharing a graph
+        return mk.generate(n_prompt, n_tokens)
+
+    def result(results, errors):
+        rows, baseline = {}, None
+        for name, variant in variants.items():
+            error = build_errors.get(name) or errors.get(name)
+            if error or not results.get(name):
+                rows[name] = {"error": error} if error else {"pending": True}
+                continue
+            runs, mk = results[name], built[name]
+            latency = _latency([r.step_seconds for r in runs])
+            first = runs[0]
+            baseline = baseline or first
+            rows[name] = {
+                "p50_ms": latency["p50_ms"], "p95_ms": latency["p95_ms"],
+                # the elements alone: a graph run with tails has tasks on no worker's list
+                "weight_tb_per_s_at_p50": 2 * sum(weight_elements(mk.graph).values()) / (latency["p50_ms"] / 1e3)
+                                          / 1e12,
+                "p50_ms_per_launch": [_p50_ms(r.step_seconds) for r in runs],
+                "same_tokens_as_default": first.tokens == baseline.tokens,
+                "same_tokens_every_launch": all(r.tokens == first.tokens for r in runs),
+                "max_abs_logit_diff_vs_default": max(float((a - b).abs().max())
+                                                     for a, b in zip(first.logits, baseline.logits)),
+                "tasks": len(mk.graph.tasks), "plan": variant.plan, "tuning": asdict(variant.tuning),
+                "library": variant.library, "build_seconds": build_seconds[name],
+            }
+        return {"source": source, "prompt": n_prompt, "tokens": n_tokens, "launches": launches, "sm": n_sm,
+                "interleaved": True, "variants": rows}
+
+    runners = {name: partial(launch, mk, variants[name].tuning) for name, mk in built.items()}
+    # after every round: a call cut short keeps what it timed
+    results, errors = interleaved_launches(runners, launches,
+                                           (lambda r, e: _write_json(out, result(r, e))) if out else None)
+    return result(results, errors)
 
 
 def _write_json(path: str, data: dict):
@@ -338,8 +369,8 @@ def print_sweep(result: dict):
     default = rows.get("default", {}).get("p50_ms")
     print(f"{'variant':44s} {'P50 ms':>8s} {'P95 ms':>8s} {'vs default':>10s} {'TB/s':>5s}  tokens  max |dlogit|")
     for name, r in sorted(rows.items(), key=lambda kv: kv[1].get("p50_ms", math.inf)):
-        if "error" in r:
-            print(f"{name:44s} FAILED {r['error']}")
+        if "error" in r or "pending" in r:
+            print(f"{name:44s} " + (f"FAILED {r['error']}" if "error" in r else "not launched"))
             continue
         ratio = f"{r['p50_ms'] / default:10.3f}" if default else f"{'-':>10s}"
         same = "same" if r["same_tokens_as_default"] and r["same_tokens_every_launch"] else "DIFFER"
