@@ -264,3 +264,15 @@ def test_a_whole_sweep_runs_on_stand_ins_and_writes_every_round(monkeypatch, tmp
     assert rows["default"]["same_tokens_as_default"] and rows["stage off"]["max_abs_logit_diff_vs_default"] == 0
     assert json.loads(out.read_text())["variants"]["stage off"]["p50_ms_per_launch"] == \
         rows["stage off"]["p50_ms_per_launch"]
+
+
+def test_a_variant_that_re_places_the_lists_gives_its_graph_to_the_sweep_and_the_trace():
+    config = get_config("deepseek-coder-v2-lite")
+    plan = Plan(workers=16, max_positions=128, max_steps=2)
+    known = lab.speed_variants(1024, 32)
+    assert lab.variant_graph(config, plan, known["default"]) is None  # the Megakernel builds the plan's own
+    plain = build_graph(config, plan)
+    for name in ("tpc pairs", "tpc pairs experts", "tpc pairs + merge_v_parts=2"):
+        graph = lab.variant_graph(config, plan, lab.variant_named(name, known))
+        assert sorted(map(tuple, graph.workers)) == sorted(map(tuple, plain.workers))
+        assert graph.workers != plain.workers

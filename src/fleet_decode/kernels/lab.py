@@ -172,6 +172,16 @@ def tpc_pairs(graph, expert_window_only=False):
     return graph
 
 
+PLACEMENTS = {"tpc-pairs": tpc_pairs, "tpc-pairs-experts": partial(tpc_pairs, expert_window_only=True)}
+
+
+def variant_graph(config, plan, variant: "Variant"):
+    """The graph a variant runs: None (the Megakernel builds the plan's own) unless it re-places the lists."""
+    if variant.placement is None:
+        return None
+    return PLACEMENTS[variant.placement](build_graph(config, plan))
+
+
 STAGED_KIND_SETS = {
     "all": tuple(kind.name for kind in STAGEABLE_KINDS),
     "no q/kv": ("ROPE_Q_ABSORB", "ATTN_MERGE_UV", "O_PROJ_RESIDUAL", "ROUTER"),
@@ -302,7 +312,7 @@ def sweep(source: str, n_prompt: int, n_tokens: int, variants: dict | None = Non
     n_sm = torch.cuda.get_device_properties(0).multi_processor_count
     variants = variants or speed_variants(n_prompt, n_tokens)
     graphs: dict[tuple, Megakernel] = {}
-    built, build_errors, build_seconds = {}, {}, {}
+    built, build_errors, build_seconds, weight_bytes = {}, {}, {}, {}
     for name, variant in variants.items():
         started = time.perf_counter()
         try:
@@ -312,11 +322,12 @@ def sweep(source: str, n_prompt: int, n_tokens: int, variants: dict | None = Non
             if key not in graphs:
                 plan = decode_plan(model.config, n_prompt + n_tokens, n_sm, **variant.plan)
                 lib = library.load(variant.library) if variant.library else None
-                graph = None if variant.placement is None else \
-                    tpc_pairs(build_graph(model.config, plan), variant.placement == "tpc-pairs-experts")
-                graphs[key] = Megakernel(model, plan=plan, graph=graph, lib=lib, tuning=variant.tuning)
+                graphs[key] = Megakernel(model, plan=plan, graph=variant_graph(model.config, plan, variant), lib=lib,
+                                         tuning=variant.tuning)
                 graphs[key].prefill(prompt)
             built[name] = graphs[key]
+            # the elements alone: a graph run with tails has tasks on no worker's list
+            weight_bytes[name] = 2 * sum(weight_elements(built[name].graph).values())
         except Exception as err:  # noqa: BLE001 -- one broken variant must not cost the others their numbers
             build_errors[name] = f"{type(err).__name__}: {err}"
         build_seconds[name] = time.perf_counter() - started
@@ -338,9 +349,7 @@ def sweep(source: str, n_prompt: int, n_tokens: int, variants: dict | None = Non
             baseline = baseline or first
             rows[name] = {
                 "p50_ms": latency["p50_ms"], "p95_ms": latency["p95_ms"],
-                # the elements alone: a graph run with tails has tasks on no worker's list
-                "weight_tb_per_s_at_p50": 2 * sum(weight_elements(mk.graph).values()) / (latency["p50_ms"] / 1e3)
-                                          / 1e12,
+                "weight_tb_per_s_at_p50": weight_bytes[name] / (latency["p50_ms"] / 1e3) / 1e12,
                 "p50_ms_per_launch": [_p50_ms(r.step_seconds) for r in runs],
                 "same_tokens_as_default": first.tokens == baseline.tokens,
                 "same_tokens_every_launch": all(r.tokens == first.tokens for r in runs),

@@ -211,7 +211,7 @@ def main(argv=None) -> int:
     from fleet_decode.graph import decode_plan
     from fleet_decode.graph.tails import TAIL_KINDS
     from fleet_decode.kernels import library
-    from fleet_decode.kernels.runtime import Megakernel, Tuning
+    from fleet_decode.kernels.runtime import Megakernel
     from fleet_decode.model import load_model, prompt_ids
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -241,15 +241,15 @@ def main(argv=None) -> int:
     model = load_model(args.model, dtype=torch.bfloat16, device="cuda")
     prompt = prompt_ids(args.prompt, vocab_size=model.config.vocab_size)
     n_sm = torch.cuda.get_device_properties(0).multi_processor_count
-    tuning, overrides = Tuning(), {}
-    if args.variant:
-        from fleet_decode.kernels.lab import speed_variants, variant_named
+    from fleet_decode.kernels.lab import Variant, speed_variants, variant_graph, variant_named
 
+    variant = Variant()
+    if args.variant:
         try:
             variant = variant_named(args.variant, speed_variants(args.prompt, args.tokens))
         except (ValueError, TypeError) as err:
             parser.error(str(err))
-        tuning, overrides = variant.tuning, dict(variant.plan)
+    tuning, overrides = variant.tuning, dict(variant.plan)
     if args.no_stage:
         tuning = replace(tuning, stage=False)
     if args.tails:
@@ -265,7 +265,8 @@ def main(argv=None) -> int:
     if args.router_in_o_proj:
         overrides["router_in_o_proj"] = True
     for name, path in libraries.items():
-        mk = Megakernel(model, plan=decode_plan(model.config, args.prompt + args.tokens, n_sm, **overrides),
+        plan = decode_plan(model.config, args.prompt + args.tokens, n_sm, **overrides)
+        mk = Megakernel(model, plan=plan, graph=variant_graph(model.config, plan, variant),
                         lib=library.load(path) if path else None, tuning=tuning)
         mk.prefill(prompt)
         plain = mk.generate(args.prompt, args.tokens)
