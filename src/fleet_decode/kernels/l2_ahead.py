@@ -3,12 +3,14 @@ runtime asks L2 to fetch and hold (evict-last bulk prefetches, port.h fd_l2_hold
 reaches this task, before it waits for the task's inputs (hip/runtime/megakernel.cu).
 
 Why: a layer is a latency-bound attention chain (seven dependent stages, HBM mostly idle) followed by
-a bandwidth-bound expert window. The next layer's attention weights (q/kv, W_UK, W_UV, o_proj, the
-router: ~28 MB) are static, so they can be read from HBM during this layer's chain, where nothing
-else needs the bandwidth, and be found in L2 by the next chain's tiles and stage copies, instead of
-being read from HBM at the start of that chain and by stage copies in the middle of the expert window.
-The carriers are each layer's expert gate/up tiles (routed and shared): a worker reaches its gate/up
-tile when its previous task of the layer ends, in the chain, and then waits for the top-k.
+a bandwidth-bound expert window. Weights are static, so bytes a later stage needs can be read from
+HBM during the chain, where nothing else needs the bandwidth, and found in L2 when they are needed.
+Two holds (HOLDS), each a choice of carriers and of what they hold:
+- "next-chain": each layer's expert gate/up tiles (reached when the worker's previous task of the
+  layer ends, in the chain) hold the NEXT layer's attention weights (q/kv, W_UK, W_UV, o_proj, the
+  router: ~28 MB), read otherwise at the start of that chain and by stage copies in the expert window.
+- "shared": each MoE layer's attention chunks (reached ~10 us into the layer) hold the layer's own
+  shared experts (gate, up, down: ~35 MB), read otherwise from o_proj on, much of it in the window.
 
 Nothing here changes a value: prefetches are hints; the held lines are the weights' own bytes.
 """
@@ -23,15 +25,21 @@ RANGES = 4  # FD_L2_AHEAD_RANGES
 WORDS = 3 * RANGES  # FD_L2_AHEAD_WORDS: [weight slot, byte offset, bytes] x RANGES; slot -1: none
 HELD_KINDS = STAGEABLE_KINDS  # the attention chain and the router: whose weights are held
 CARRIER_KINDS = (Kind.EXPERT_GATE_UP, Kind.GATE_UP)
+SHARED_KINDS = (Kind.GATE_UP, Kind.DOWN_ACCUM)  # in an MoE layer: the shared experts' tiles
+HOLDS = ("next-chain", "shared")
 ALIGN = 128  # pieces start on L2 lines
 
 
-def held_ranges(graph, layer: int) -> list[tuple[int, int, int]]:
-    """(weight slot, byte begin, byte end) of the matrices the chain tasks of `layer` read, merged where
-    they touch, in graph order of first use."""
+def _is_moe(graph, layer: int) -> bool:
+    return any(t.layer == layer and t.kind == Kind.EXPERT_GATE_UP for t in graph.tasks)
+
+
+def held_ranges(graph, layer: int, kinds=HELD_KINDS) -> list[tuple[int, int, int]]:
+    """(weight slot, byte begin, byte end) of the matrices the tasks of `kinds` in `layer` read, merged
+    where they touch, in graph order of first use."""
     spans: dict[int, list[list[int]]] = {}
     for task in graph.tasks:
-        if task.layer != layer or task.kind not in HELD_KINDS:
+        if task.layer != layer or task.kind not in kinds:
             continue
         for read in weight_reads(task, graph):
             weight = graph.weights[read.weight]
@@ -69,22 +77,32 @@ def cut(ranges, n: int) -> list[tuple[int, int, int]]:
     return pieces
 
 
-def ahead_table(graph, weight_addresses=None) -> np.ndarray:
-    """int64 [n_tasks, WORDS]: layer l's gate/up tiles (CARRIER_KINDS) carry the chain weights of layer
-    l + 1 (the last layer's carry the first's, for the next step), cut evenly over them. Pieces that are
-    not 16-byte aligned (given the weights' device addresses) are left out: bulk prefetches need it."""
+def _carried(graph, hold: str):
+    """(carrier task indices, ranges they hold) per layer for one of HOLDS."""
+    layers = sorted({t.layer for t in graph.tasks if t.kind in HELD_KINDS and t.layer >= 0})
+    for k, layer in enumerate(layers):
+        if hold == "next-chain":  # the last layer's carry the first's, for the next step
+            carriers = [i for i, t in enumerate(graph.tasks) if t.layer == layer and t.kind in CARRIER_KINDS]
+            yield layer, carriers, held_ranges(graph, layers[(k + 1) % len(layers)])
+        elif hold == "shared":
+            if _is_moe(graph, layer):
+                carriers = [i for i, t in enumerate(graph.tasks) if t.layer == layer and t.kind == Kind.ATTN_CHUNK]
+                yield layer, carriers, held_ranges(graph, layer, SHARED_KINDS)
+        else:
+            raise ValueError(f"unknown L2 hold {hold!r}; the holds are {HOLDS}")
+
+
+def ahead_table(graph, weight_addresses=None, hold: str = "next-chain") -> np.ndarray:
+    """int64 [n_tasks, WORDS]: for the hold (HOLDS), each layer's carriers hold their ranges, cut evenly
+    over them. Pieces that are not 16-byte aligned (given the weights' device addresses) are left out:
+    bulk prefetches need it."""
     table = np.full((len(graph.tasks), WORDS), -1, dtype=np.int64)
     table[:, 1::3] = 0
     table[:, 2::3] = 0
-    layers = sorted({t.layer for t in graph.tasks if t.kind in HELD_KINDS and t.layer >= 0})
-    if not layers:
-        return table
-    for k, layer in enumerate(layers):
-        following = layers[(k + 1) % len(layers)]
-        carriers = [i for i, t in enumerate(graph.tasks) if t.layer == layer and t.kind in CARRIER_KINDS]
+    for layer, carriers, ranges in _carried(graph, hold):
         if not carriers:
             continue
-        pieces = cut(held_ranges(graph, following), len(carriers))
+        pieces = cut(ranges, len(carriers))
         if weight_addresses is not None:
             pieces = [p for p in pieces if (weight_addresses[p[0]] + p[1]) % 16 == 0 and p[2] % 16 == 0]
         # the largest pieces first, each to the carrier with the fewest bytes so far

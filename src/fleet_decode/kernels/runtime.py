@@ -59,14 +59,14 @@ class Tuning:
     (fleet_decode.kernels.staging); stage_kib caps the stage (None: all the runtime was built with);
     staged_kinds names the kinds staged (None: staging.STAGED_KINDS). tail_kinds names kinds whose
     tasks no worker waits for: the last of their input's signallers runs them (graph.tails).
-    l2_ahead: each layer's gate/up tiles ask L2 to hold the next layer's attention weights
-    (fleet_decode.kernels.l2_ahead); l2_persist_mib: the L2 set aside for held lines (None: as it is;
-    a setting of the process's CUDA context, kept until changed)."""
+    l2_ahead: which weights tasks ask L2 to fetch and hold ahead of their readers, one of
+    fleet_decode.kernels.l2_ahead.HOLDS ("" none); l2_persist_mib: the L2 set aside for held lines
+    (None: as it is; a setting of the process's CUDA context, kept until changed)."""
     stage: bool = True
     stage_kib: int | None = None
     staged_kinds: tuple[str, ...] | None = None
     tail_kinds: tuple[str, ...] = ()
-    l2_ahead: bool = False
+    l2_ahead: str = ""
     l2_persist_mib: int | None = None
 
     def __post_init__(self):
@@ -77,6 +77,8 @@ class Tuning:
         if unknown:
             raise ValueError(f"staged_kinds {unknown} cannot be staged; the runtime stages {stageable}")
         check_tail_kinds(self.tail_kinds)
+        if self.l2_ahead and self.l2_ahead not in l2_ahead.HOLDS:
+            raise ValueError(f"l2_ahead {self.l2_ahead!r} is not one of {l2_ahead.HOLDS}")
 
     # Read when a Megakernel builds its tables (the tails' graph, the stage table): a Megakernel's
     # tuning may change only the other fields between launches.
@@ -227,8 +229,7 @@ class Megakernel:
         self.stage_capacity = self.lib.fd_megakernel_stage_capacity()
         self.stage_table = torch.from_numpy(staging.stage_table(
             self.graph, self.stage_capacity, [t.data_ptr() for t in self.weights], tuning.kinds())).to(self.device)
-        self.l2_ahead_table = torch.from_numpy(l2_ahead.ahead_table(
-            self.graph, [t.data_ptr() for t in self.weights])).to(self.device)
+        self.l2_ahead_tables = {}  # per hold, built at its first launch
         self.counters = torch.zeros(len(self.graph.events), dtype=torch.int32, device=self.device)
         self.arrivals = torch.zeros(max(1, n_groups), dtype=torch.int32, device=self.device)
         self.partials = torch.zeros(max(1, n_scratch), dtype=torch.float32, device=self.device)
@@ -294,6 +295,15 @@ class Megakernel:
             self.buffer(f"L{layer}.ckv").view(c.max_positions, -1)[:n_prompt] = ref.ckv[layer, :n_prompt]
             self.buffer(f"L{layer}.kpe").view(c.max_positions, -1)[:n_prompt] = ref.kpe[layer, :n_prompt]
 
+    def _l2_ahead_table(self, hold: str):
+        """The device pointer of the hold's L2-ahead table, or None without one."""
+        if not hold:
+            return None
+        if hold not in self.l2_ahead_tables:
+            self.l2_ahead_tables[hold] = torch.from_numpy(l2_ahead.ahead_table(
+                self.graph, [t.data_ptr() for t in self.weights], hold)).to(self.device)
+        return self.l2_ahead_tables[hold].data_ptr()
+
     # ------------------------------------------------------------------ the launch
     def launch(self, pos0: int, n_steps: int, timeout_s: float = 1.0, trace: torch.Tensor | None = None,
                stop_ids=(), on_token=None, sampling=None) -> float:
@@ -329,7 +339,7 @@ class Megakernel:
             timeout_seconds=float(timeout_s), n_workers=len(self.graph.workers), partial_row=self.partial_row,
             pos0=pos0, n_steps=n_steps, n_stop_ids=len(stop_ids), stage_bytes=stage_bytes,
             logits=self.buffer("logits").data_ptr() if self.graph.constants.has_head else None,
-            l2_ahead=self.l2_ahead_table.data_ptr() if self.tuning.l2_ahead else None,
+            l2_ahead=self._l2_ahead_table(self.tuning.l2_ahead),
             l2_persist_bytes=-1 if self.tuning.l2_persist_mib is None else self.tuning.l2_persist_mib << 20)
         if sampling is not None:
             args.temperature, args.top_k, args.top_p, args.seed_lo, args.seed_hi = sampling.device_args()
