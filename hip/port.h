@@ -45,17 +45,6 @@ inline fd_error_t fd_set_max_dynamic_smem(const void* kernel, int bytes) {
 }
 // %globaltimer counts nanoseconds.
 inline double fd_wall_ticks_per_second() { return 1e9; }
-// The L2 set aside for lines held evict_last (fd_l2_hold), clamped to what the device allows; a
-// setting of the process's context, not of the card.
-inline fd_error_t fd_set_l2_persisting(long long bytes) {
-  int device = 0, most_bytes = 0;
-  fd_error_t e = cudaGetDevice(&device);
-  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&most_bytes, cudaDevAttrMaxPersistingL2CacheSize, device);
-  if (e != cudaSuccess) return e;
-  const size_t most = static_cast<size_t>(most_bytes);
-  return cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize,
-                            static_cast<size_t>(bytes) < most ? static_cast<size_t>(bytes) : most);
-}
 #else
 inline fd_error_t fd_launch_cooperative(const void* kernel, dim3 grid, dim3 block, void** args, size_t smem,
                                         fd_stream_t stream) {
@@ -67,8 +56,6 @@ inline fd_error_t fd_set_max_dynamic_smem(const void* kernel, int bytes) {
 // s_memrealtime runs at a constant 100 MHz on gfx90a and gfx942 (older HIP headers, Debian's
 // among them, lack hipDeviceAttributeWallClockRate to ask).
 inline double fd_wall_ticks_per_second() { return 1e8; }
-// No L2 set-aside to ask for: fd_l2_hold is a no-op there.
-inline fd_error_t fd_set_l2_persisting(long long) { return hipSuccess; }
 #endif
 
 // ---------------------------------------------------------------------------------------------
@@ -128,21 +115,9 @@ struct alignas(16) fd_vec16 {
   uint32_t x, y, z, w;
 };
 
-// FD_STREAM_EVICT_FIRST (sm_90): the streamed weights are also marked first to leave L2, so that a
-// stream of hundreds of MB does not evict what L2 was asked to hold (fd_l2_hold). A build option
-// while it is measured (docs/megakernel.md part 11).
-#ifndef FD_STREAM_EVICT_FIRST
-#define FD_STREAM_EVICT_FIRST 0
-#endif
-
 __device__ __forceinline__ fd_vec16 fd_load_stream16(const void* p) {
   fd_vec16 v;
-#if FD_CUDA && FD_STREAM_EVICT_FIRST && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm("{ .reg .b64 pol; createpolicy.fractional.L2::evict_first.b64 pol, 1.0;\n\t"
-      "ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], pol; }"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
-#elif FD_CUDA
+#if FD_CUDA
   asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                : "l"(p));
@@ -253,27 +228,6 @@ __device__ __forceinline__ bool fd_stage_test(uint64_t* bar, uint32_t parity) {
 #else
   (void)bar, (void)parity;
   return true;
-#endif
-}
-
-// One thread: asks L2 to fetch bytes (a multiple of 16, p 16-byte aligned) from global memory and to
-// hold them, evict_last, ahead of their readers (the runtime's L2-ahead table: the next layer's
-// attention weights, fetched while HBM idles in this layer's attention chain). Nothing waits for it
-// and it changes no value. sm_90: bulk prefetches into L2 with an evict-last cache policy; elsewhere
-// nothing.
-__device__ __forceinline__ void fd_l2_hold(const void* p, uint32_t bytes) {
-#if FD_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr uint32_t kPiece = 64 * 1024;
-  uint64_t policy;
-  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
-  for (uint32_t off = 0; off < bytes; off += kPiece) {
-    const uint32_t n = bytes - off < kPiece ? bytes - off : kPiece;
-    asm volatile("cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;" ::"l"(static_cast<const char*>(p) + off),
-                 "r"(n), "l"(policy)
-                 : "memory");
-  }
-#else
-  (void)p, (void)bytes;
 #endif
 }
 

@@ -171,7 +171,7 @@ def test_a_sweep_times_a_library_with_the_variants_picked_for_it(monkeypatch, ca
 _CTYPES = {"const int*": ctypes.c_void_p, "void* const*": ctypes.c_void_p, "const void* const*": ctypes.c_void_p,
            "int*": ctypes.c_void_p, "float*": ctypes.c_void_p, "unsigned long long*": ctypes.c_void_p,
            "const long long*": ctypes.c_void_p, "const float*": ctypes.c_void_p, "double": ctypes.c_double,
-           "int": ctypes.c_int, "float": ctypes.c_float, "unsigned int": ctypes.c_uint, "long long": ctypes.c_longlong}
+           "int": ctypes.c_int, "float": ctypes.c_float, "unsigned int": ctypes.c_uint}
 
 
 def test_the_launch_struct_mirrors_the_runtime_field_by_field():

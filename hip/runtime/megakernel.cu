@@ -89,11 +89,6 @@ constexpr int FD_ADD_ORDER_WORDS = 5;
 // stage: per task [weight slot, byte offset, bytes] (int64, fleet_decode.kernels.staging): the one
 // weight range the task streams, copied into the stage before the task waits; slot -1: not staged.
 constexpr int FD_STAGE_WORDS = 3;
-// l2_ahead (optional): per task FD_L2_AHEAD_RANGES x [weight slot, byte offset, bytes] (int64,
-// fleet_decode.kernels.l2_ahead): weight ranges of a later task (the next layer's attention chain)
-// that L2 is asked to hold (fd_l2_hold) when the worker reaches this task; slot -1: none.
-constexpr int FD_L2_AHEAD_RANGES = 4;
-constexpr int FD_L2_AHEAD_WORDS = 3 * FD_L2_AHEAD_RANGES;
 
 constexpr int kRuntimeThreads = FD_RUNTIME_THREADS;
 
@@ -121,8 +116,6 @@ struct fd_launch_args {
   int* stopped_at;             // device int, zeroed: 1 + the step whose token was a stop id
   int* published;              // nullptr, or host-mapped [n_steps]: each step's token once made
   const float* logits;         // the graph's logits log [max_steps][vocab]: what a sampled token is drawn from
-  const long long* l2_ahead;   // nullptr, or [N_TASKS][FD_L2_AHEAD_WORDS]
-  long long l2_persist_bytes;  // >= 0: the L2 set aside for held lines (fd_set_l2_persisting); < 0: left as it is
   double timeout_seconds;      // the watchdog's bound on any one wait
   int n_workers;
   int partial_row;             // floats per scratch row (the summed buffer's length)
@@ -565,12 +558,6 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
             fd_stage_issue(&stage_barrier, stage, static_cast<const char*>(a.weights[staged_slot]) + st[1],
                            static_cast<uint32_t>(st[2]));
           sent_ahead = -1;
-          if (a.l2_ahead != nullptr) {
-            const long long* ahead = a.l2_ahead + static_cast<size_t>(t) * FD_L2_AHEAD_WORDS;
-            for (int k = 0; k < FD_L2_AHEAD_RANGES && ahead[3 * k] >= 0; ++k)
-              fd_l2_hold(static_cast<const char*>(a.weights[ahead[3 * k]]) + ahead[3 * k + 1],
-                         static_cast<uint32_t>(ahead[3 * k + 2]));
-          }
           // A task that leaves the stage idle (an attention chunk) sends the tile of its successor
           // when that successor waits for this task's own event (the merge after its chunk): the
           // successor starts right after this stage, and its tile lands during it. Successors that
@@ -673,7 +660,6 @@ FD_EXPORT int fd_megakernel_stage_capacity() { return FD_STAGE_SMEM_BYTES; }
 FD_EXPORT int fd_megakernel_error_words() { return FD_ERR_WORDS; }
 FD_EXPORT int fd_megakernel_add_order_words() { return FD_ADD_ORDER_WORDS; }
 FD_EXPORT int fd_megakernel_stage_words() { return FD_STAGE_WORDS; }
-FD_EXPORT int fd_megakernel_l2_ahead_words() { return FD_L2_AHEAD_WORDS; }
 FD_EXPORT int fd_megakernel_trace_words() { return FD_TRACE_WORDS; }
 FD_EXPORT int fd_megakernel_args_bytes() { return static_cast<int>(sizeof(fd_launch_args)); }
 FD_EXPORT double fd_megakernel_ticks_per_second() { return fd_wall_ticks_per_second(); }
@@ -686,10 +672,6 @@ FD_EXPORT int fd_megakernel_launch(const fd_launch_args* args, void* stream) {
       (a.n_stop_ids > 0 && a.stop_ids == nullptr) || a.stopped_at == nullptr || a.stage == nullptr ||
       !(a.temperature >= 0.f) || (a.temperature > 0.f && a.logits == nullptr) || a.top_k < 0 || !(a.top_p > 0.f))
     return -1;
-  if (a.l2_persist_bytes >= 0) {
-    const fd_error_t limit = fd_set_l2_persisting(a.l2_persist_bytes);
-    if (limit != fd_success) return static_cast<int>(limit);
-  }
   const int smem = FD_SCRATCH_SMEM_BYTES + a.stage_bytes;
   const fd_error_t attr = fd_set_max_dynamic_smem(reinterpret_cast<const void*>(&fd_megakernel), smem);
   if (attr != fd_success) return static_cast<int>(attr);

@@ -26,7 +26,7 @@ from fleet_decode.graph import Plan, build_graph, decode_plan, default_plan
 from fleet_decode.graph.format import ACCUMULATES, COMPILED_DIMS, KERNEL_LIMITS, OPERANDS, DType, Kind
 from fleet_decode.graph.tails import check_tail_kinds, tails, without_tails
 from fleet_decode.graph.weights import weight_table
-from fleet_decode.kernels import l2_ahead, library, staging
+from fleet_decode.kernels import library, staging
 from fleet_decode.model.reference import Reference, softmax_scale
 
 TRACE_WORDS = 4  # fd_trace_word: wall ticks when reached, ready, done; staged weights resident when ready
@@ -43,7 +43,6 @@ class LaunchArgs(ctypes.Structure):
         ("partials", ctypes.c_void_p), ("error", ctypes.c_void_p), ("step_ticks", ctypes.c_void_p),
         ("stage", ctypes.c_void_p), ("trace", ctypes.c_void_p), ("stop_ids", ctypes.c_void_p),
         ("stopped_at", ctypes.c_void_p), ("published", ctypes.c_void_p), ("logits", ctypes.c_void_p),
-        ("l2_ahead", ctypes.c_void_p), ("l2_persist_bytes", ctypes.c_longlong),
         ("timeout_seconds", ctypes.c_double),
         ("n_workers", ctypes.c_int), ("partial_row", ctypes.c_int), ("pos0", ctypes.c_int), ("n_steps", ctypes.c_int),
         ("n_stop_ids", ctypes.c_int), ("stage_bytes", ctypes.c_int),
@@ -58,27 +57,20 @@ class Tuning:
     stage: copy each task's weight tile into shared memory before waiting for its inputs
     (fleet_decode.kernels.staging); stage_kib caps the stage (None: all the runtime was built with);
     staged_kinds names the kinds staged (None: staging.STAGED_KINDS). tail_kinds names kinds whose
-    tasks no worker waits for: the last of their input's signallers runs them (graph.tails).
-    l2_ahead: which weights tasks ask L2 to fetch and hold ahead of their readers, one of
-    fleet_decode.kernels.l2_ahead.HOLDS ("" none); l2_persist_mib: the L2 set aside for held lines
-    (None: as it is; a setting of the process's CUDA context, kept until changed)."""
+    tasks no worker waits for: the last of their input's signallers runs them (graph.tails)."""
     stage: bool = True
     stage_kib: int | None = None
     staged_kinds: tuple[str, ...] | None = None
     tail_kinds: tuple[str, ...] = ()
-    l2_ahead: str = ""
-    l2_persist_mib: int | None = None
 
     def __post_init__(self):
-        if (self.stage_kib is not None and self.stage_kib < 0) or (self.l2_persist_mib or 0) < 0:
+        if self.stage_kib is not None and self.stage_kib < 0:
             raise ValueError(f"bad tuning {self}")
         stageable = [k.name for k in staging.STAGEABLE_KINDS]
         unknown = [k for k in self.staged_kinds or () if k not in stageable]
         if unknown:
             raise ValueError(f"staged_kinds {unknown} cannot be staged; the runtime stages {stageable}")
         check_tail_kinds(self.tail_kinds)
-        if self.l2_ahead and self.l2_ahead not in l2_ahead.HOLDS:
-            raise ValueError(f"l2_ahead {self.l2_ahead!r} is not one of {l2_ahead.HOLDS}")
 
     # Read when a Megakernel builds its tables (the tails' graph, the stage table): a Megakernel's
     # tuning may change only the other fields between launches.
@@ -229,7 +221,6 @@ class Megakernel:
         self.stage_capacity = self.lib.fd_megakernel_stage_capacity()
         self.stage_table = torch.from_numpy(staging.stage_table(
             self.graph, self.stage_capacity, [t.data_ptr() for t in self.weights], tuning.kinds())).to(self.device)
-        self.l2_ahead_tables = {}  # per hold, built at its first launch
         self.counters = torch.zeros(len(self.graph.events), dtype=torch.int32, device=self.device)
         self.arrivals = torch.zeros(max(1, n_groups), dtype=torch.int32, device=self.device)
         self.partials = torch.zeros(max(1, n_scratch), dtype=torch.float32, device=self.device)
@@ -271,16 +262,16 @@ class Megakernel:
         # The tables' layouts and the argument struct as compiled: a library built before a change to
         # either is refused rather than misread.
         host = (ctypes.sizeof(LaunchArgs), staging.WORDS, TRACE_WORDS, ADD_ORDER_WORDS,
-                KERNEL_LIMITS["RUNTIME_THREADS"], l2_ahead.WORDS)
+                KERNEL_LIMITS["RUNTIME_THREADS"])
         try:
             compiled = (handle.fd_megakernel_args_bytes(), handle.fd_megakernel_stage_words(),
                         handle.fd_megakernel_trace_words(), handle.fd_megakernel_add_order_words(),
-                        handle.fd_megakernel_threads(), handle.fd_megakernel_l2_ahead_words())
+                        handle.fd_megakernel_threads())
         except AttributeError:  # a library from before the argument struct
             compiled = None
         if compiled != host:
             raise MegakernelError(f"the runtime's layouts (argument bytes, stage words, trace words, add-order words, "
-                                  f"threads, L2-ahead words) are {compiled}, the host's {host}: rebuild "
+                                  f"threads) are {compiled}, the host's {host}: rebuild "
                                   f"(python -m fleet_decode.kernels.build)")
         return handle
 
@@ -294,15 +285,6 @@ class Megakernel:
         for layer in range(c.first_layer, c.first_layer + c.n_layers):
             self.buffer(f"L{layer}.ckv").view(c.max_positions, -1)[:n_prompt] = ref.ckv[layer, :n_prompt]
             self.buffer(f"L{layer}.kpe").view(c.max_positions, -1)[:n_prompt] = ref.kpe[layer, :n_prompt]
-
-    def _l2_ahead_table(self, hold: str):
-        """The device pointer of the hold's L2-ahead table, or None without one."""
-        if not hold:
-            return None
-        if hold not in self.l2_ahead_tables:
-            self.l2_ahead_tables[hold] = torch.from_numpy(l2_ahead.ahead_table(
-                self.graph, [t.data_ptr() for t in self.weights], hold)).to(self.device)
-        return self.l2_ahead_tables[hold].data_ptr()
 
     # ------------------------------------------------------------------ the launch
     def launch(self, pos0: int, n_steps: int, timeout_s: float = 1.0, trace: torch.Tensor | None = None,
@@ -338,9 +320,7 @@ class Megakernel:
             stopped_at=self.stopped_at.data_ptr(), published=self.published.data_ptr(),
             timeout_seconds=float(timeout_s), n_workers=len(self.graph.workers), partial_row=self.partial_row,
             pos0=pos0, n_steps=n_steps, n_stop_ids=len(stop_ids), stage_bytes=stage_bytes,
-            logits=self.buffer("logits").data_ptr() if self.graph.constants.has_head else None,
-            l2_ahead=self._l2_ahead_table(self.tuning.l2_ahead),
-            l2_persist_bytes=-1 if self.tuning.l2_persist_mib is None else self.tuning.l2_persist_mib << 20)
+            logits=self.buffer("logits").data_ptr() if self.graph.constants.has_head else None)
         if sampling is not None:
             args.temperature, args.top_k, args.top_p, args.seed_lo, args.seed_hi = sampling.device_args()
         else:
