@@ -81,10 +81,22 @@ def test_the_decode_plan_spreads_the_lists_by_a_stride_coprime_with_the_workers(
         Plan(workers=workers, worker_stride=stride)
 
 
+def test_the_decode_plan_merges_in_two_parts_where_a_heads_rows_allow():
+    config = get_config("deepseek-coder-v2-lite")  # 128 W_UV rows a head: two parts of 64
+    assert decode_plan(config, 1056, workers=132).merge_v_parts == 2
+    assert decode_plan(config, 1056, workers=132, merge_v_parts=1).merge_v_parts == 1
+    assert decode_plan(config, 1056, workers=132, heads_per_tile=2).merge_v_parts == 1  # parts need one head
+    odd = SimpleNamespace(num_attention_heads=16, v_head_dim=24,  # 12 rows a part: not whole 8-row pieces
+                          max_position_embeddings=config.max_position_embeddings)
+    assert decode_plan(odd, 1057, workers=132).merge_v_parts == 1
+    build_graph(config, decode_plan(config, 1056, workers=132), layers=[0, 1])  # a graph the builder accepts
+
+
 def test_the_decode_plan_cuts_heads_only_into_groups_that_divide_them():
     real = get_config("deepseek-coder-v2-lite")
     for heads, groups in ((3, 1), (6, 2), (16, 4)):  # what decode_plan reads of a config
-        config = SimpleNamespace(num_attention_heads=heads, max_position_embeddings=real.max_position_embeddings)
+        config = SimpleNamespace(num_attention_heads=heads, v_head_dim=real.v_head_dim,
+                                 max_position_embeddings=real.max_position_embeddings)
         assert decode_plan(config, 1057, workers=132).attn_head_groups == groups
 
 

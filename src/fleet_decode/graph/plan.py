@@ -112,6 +112,10 @@ def default_plan(config, workers: int = 132, **overrides) -> Plan:
 DECODE_ATTN_CHUNKS = (16, 32, 48, KERNEL_LIMITS["MAX_ATTN_CHUNK"])
 DECODE_HEAD_GROUPS = (4, 2, 1)
 CACHE_ROUNDING = 32
+# Each merge task's W_UV rows in two tasks (Plan.merge_v_parts), where a head's rows split into whole
+# row_align pieces: 1 % faster in sweeps 48, 49 and 50 (H200, one process each: 2.351 against 2.375,
+# 2.350 against 2.374, 2.355 against 2.381), logits bit-identical. docs/megakernel.md part 11.
+DECODE_MERGE_V_PARTS = 2
 
 
 def decode_worker_stride(workers: int) -> int:
@@ -129,16 +133,19 @@ def decode_plan(config, n_positions: int, workers: int, **overrides) -> Plan:
     cache rows p .. p + n - 1): a cache of just that many rows (rounded up) cut into chunks and head
     groups: the most head groups (of DECODE_HEAD_GROUPS that divide the heads), then the shortest chunk
     (of DECODE_ATTN_CHUNKS), that make at most one task per worker (else one group of the longest
-    chunks); the lists spread by decode_worker_stride. An override of either is kept and the other
-    chosen."""
+    chunks); the lists spread by decode_worker_stride; the merge in DECODE_MERGE_V_PARTS parts where a
+    head's W_UV rows allow it. An override of either is kept and the other chosen."""
     rows = -(-n_positions // CACHE_ROUNDING) * CACHE_ROUNDING
     groups = [overrides["attn_head_groups"]] if "attn_head_groups" in overrides else \
         [g for g in DECODE_HEAD_GROUPS if config.num_attention_heads % g == 0]
     chunks = [overrides["attn_chunk"]] if "attn_chunk" in overrides else DECODE_ATTN_CHUNKS
     fits = [(g, c) for g in groups for c in chunks if -(-rows // c) * g <= workers]
     group, chunk = fits[0] if fits else (groups[-1], chunks[-1])
+    v_rows, align = config.v_head_dim, overrides.get("row_align", Plan.row_align)
+    v_parts = DECODE_MERGE_V_PARTS if overrides.get("heads_per_tile", 1) == 1 and \
+        v_rows % DECODE_MERGE_V_PARTS == 0 and (v_rows // DECODE_MERGE_V_PARTS) % align == 0 else 1
     overrides = {"max_positions": rows, "attn_chunk": chunk, "attn_head_groups": group,
-                 "worker_stride": decode_worker_stride(workers), **overrides}
+                 "worker_stride": decode_worker_stride(workers), "merge_v_parts": v_parts, **overrides}
     return default_plan(config, workers=workers, **overrides)
 
 
