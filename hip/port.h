@@ -276,17 +276,6 @@ __device__ __forceinline__ int fd_atomic_add_release(int* p, int v) {
 #endif
 }
 
-// A counter nobody synchronises through (a pool's claims: what a claimed task reads, its own wait
-// acquires): relaxed, device scope, returning the old value.
-__device__ __forceinline__ int fd_atomic_add_relaxed(int* p, int v) {
-#if FD_CUDA
-  cuda::atomic_ref<int, cuda::thread_scope_device> a(*p);
-  return a.fetch_add(v, cuda::memory_order_relaxed);
-#else
-  return __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
-#endif
-}
-
 // Read-modify-write that both publishes this thread's writes and sees those of the earlier adders
 // (the last of several adders to arrive sums their partials).
 __device__ __forceinline__ int fd_atomic_add_acq_rel(int* p, int v) {

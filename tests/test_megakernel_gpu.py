@@ -213,22 +213,6 @@ def test_tails_change_no_bit_of_the_output_and_a_stop_still_ends_the_launch(mode
     assert stopped.stopped and stopped.tokens == plain.tokens[:plain.tokens.index(stop) + 1]
 
 
-def test_pools_change_no_bit_of_the_output(prompt, megakernel):
-    # Tuning.pool: the routed tiles run by whichever worker claims them first, the same tasks on the
-    # same inputs adding into the same rows: the same logits to the bit, whoever ran what.
-    results = []
-    for pool in ("", "routed", ""):
-        megakernel.tuning = Tuning(pool=pool)
-        try:
-            results.append(megakernel.decode(prompt, 4))
-        finally:
-            megakernel.tuning = Tuning()
-    for other in results[1:]:
-        assert other.tokens == results[0].tokens
-        for a, b in zip(other.logits, results[0].logits):
-            assert torch.equal(a, b)
-
-
 def test_a_stop_id_ends_the_launch_after_its_step_and_tokens_stream_while_it_runs(prompt, megakernel):
     full = megakernel.decode(prompt, 8)
     stop = full.tokens[3]

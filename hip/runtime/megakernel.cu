@@ -18,13 +18,6 @@
 // run tails (fleet_decode.graph.tails): a small task after a stage of tiles (the top-k
 // after the router's tiles) is run by the last tile to arrive, not by a worker that waits for them.
 //
-// Pools (optional; fleet_decode.kernels.pools): a set of tasks that any of the workers whose lists
-// hold one of them may run, each claimed once per step from the pool's counter in the pool's order
-// (topological: a claimed task waits only for tasks outside the pool or claimed before it). A worker
-// reaching its first task of a pool claims and runs the pool's tasks until none is left, then skips
-// its other tasks of that pool. A task runs as it would from a list (its wait, its signal, its adders'
-// rows), so results do not depend on who runs it; only when, which the static lists fixed before.
-//
 // Staging: a task whose weights are one contiguous range that fits the stage (a shared-memory
 // buffer beside the tasks' scratch; host table fleet_decode.kernels.staging) has that range copied
 // there BEFORE the worker waits for the task's inputs: bulk copies (TMA) completing on an mbarrier
@@ -123,10 +116,6 @@ struct fd_launch_args {
   int* stopped_at;             // device int, zeroed: 1 + the step whose token was a stop id
   int* published;              // nullptr, or host-mapped [n_steps]: each step's token once made
   const float* logits;         // the graph's logits log [max_steps][vocab]: what a sampled token is drawn from
-  const int* pool_of;          // nullptr (no pools), or per task its pool, -1 for none
-  const int* pool_offsets;     // [n_pools + 1]: pool p's tasks are pool_tasks[pool_offsets[p] .. pool_offsets[p + 1])
-  const int* pool_tasks;       // the pools' tasks, each pool in its claim order
-  int* pool_claims;            // [n_pools][n_steps], zeroed: claims made of pool p at step s
   double timeout_seconds;      // the watchdog's bound on any one wait
   int n_workers;
   int partial_row;             // floats per scratch row (the summed buffer's length)
@@ -504,7 +493,7 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
   __syncthreads();
   extern __shared__ __align__(128) unsigned char fd_smem[];
   __shared__ __align__(8) uint64_t stage_barrier;
-  __shared__ int proceed, last_adder, claimed;
+  __shared__ int proceed, last_adder;
   __shared__ fd_task_view view;
   __shared__ fd_model_constants constants;
   __shared__ int triggers_s[kTriggersCached];  // FD_E_TRIGGERS of the first kTriggersCached events
@@ -541,29 +530,10 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
     // the next task of that worker, through the same path but without a wait: its inputs are the
     // signallers' outputs, all written and acquired by the arrival. List entry i comes after it.
     int tail = -1;
-    int drained_pool = -1;  // the last pool this worker found empty this step (pools come in layer order)
     for (int i = first; i < last;) {
       const bool is_tail = tail >= 0;
-      int t = is_tail ? tail : i - first < kListCached ? list_s[i - first] : list[i];
+      const int t = is_tail ? tail : i - first < kListCached ? list_s[i - first] : list[i];
       tail = -1;
-      const int pool = !is_tail && a.pool_of != nullptr ? a.pool_of[t] : -1;
-      if (pool >= 0) {
-        if (pool == drained_pool) {  // its tasks ran, claimed by whichever worker came first
-          ++i;
-          continue;
-        }
-        const int begin = a.pool_offsets[pool], size = a.pool_offsets[pool + 1] - begin;
-        if (threadIdx.x == 0) claimed = fd_atomic_add_relaxed(a.pool_claims + static_cast<size_t>(pool) * a.n_steps + step, 1);
-        __syncthreads();
-        const int c = claimed;
-        __syncthreads();  // `claimed` is read by all before thread 0 may claim again
-        if (c >= size) {
-          drained_pool = pool;
-          ++i;
-          continue;
-        }
-        t = a.pool_tasks[begin + c];  // run as from a list; entry i stays, to claim again
-      }
       const int* rec = tasks + static_cast<size_t>(t) * FD_TASK_WORDS;
       const int* order = a.add_order + t * FD_ADD_ORDER_WORDS;
       const int kind = rec[FD_T_KIND], out_event = rec[FD_T_OUT_EVENT];
@@ -675,7 +645,7 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
         if (out_event >= 0) fd_signal_add_release(a.counters + out_event, 1);
         fd_trace_mark(tr, FD_TR_DONE);
       }
-      if (tail < 0 && pool < 0) ++i;
+      if (tail < 0) ++i;
     }
   }
 }
@@ -700,7 +670,6 @@ FD_EXPORT int fd_megakernel_launch(const fd_launch_args* args, void* stream) {
   if (a.n_workers <= 0 || a.n_steps <= 0 || a.pos0 < 0 || a.partial_row <= 0 || !(a.timeout_seconds > 0) ||
       a.stage_bytes < 0 || a.stage_bytes > FD_STAGE_SMEM_BYTES || a.n_stop_ids < 0 ||
       (a.n_stop_ids > 0 && a.stop_ids == nullptr) || a.stopped_at == nullptr || a.stage == nullptr ||
-      (a.pool_of != nullptr && (a.pool_offsets == nullptr || a.pool_tasks == nullptr || a.pool_claims == nullptr)) ||
       !(a.temperature >= 0.f) || (a.temperature > 0.f && a.logits == nullptr) || a.top_k < 0 || !(a.top_p > 0.f))
     return -1;
   const int smem = FD_SCRATCH_SMEM_BYTES + a.stage_bytes;

@@ -26,7 +26,7 @@ from fleet_decode.graph import Plan, build_graph, decode_plan, default_plan
 from fleet_decode.graph.format import ACCUMULATES, COMPILED_DIMS, KERNEL_LIMITS, OPERANDS, DType, Kind
 from fleet_decode.graph.tails import check_tail_kinds, tails, without_tails
 from fleet_decode.graph.weights import weight_table
-from fleet_decode.kernels import library, pools, staging
+from fleet_decode.kernels import library, staging
 from fleet_decode.model.reference import Reference, softmax_scale
 
 TRACE_WORDS = 4  # fd_trace_word: wall ticks when reached, ready, done; staged weights resident when ready
@@ -43,8 +43,6 @@ class LaunchArgs(ctypes.Structure):
         ("partials", ctypes.c_void_p), ("error", ctypes.c_void_p), ("step_ticks", ctypes.c_void_p),
         ("stage", ctypes.c_void_p), ("trace", ctypes.c_void_p), ("stop_ids", ctypes.c_void_p),
         ("stopped_at", ctypes.c_void_p), ("published", ctypes.c_void_p), ("logits", ctypes.c_void_p),
-        ("pool_of", ctypes.c_void_p), ("pool_offsets", ctypes.c_void_p), ("pool_tasks", ctypes.c_void_p),
-        ("pool_claims", ctypes.c_void_p),
         ("timeout_seconds", ctypes.c_double),
         ("n_workers", ctypes.c_int), ("partial_row", ctypes.c_int), ("pos0", ctypes.c_int), ("n_steps", ctypes.c_int),
         ("n_stop_ids", ctypes.c_int), ("stage_bytes", ctypes.c_int),
@@ -59,15 +57,11 @@ class Tuning:
     stage: copy each task's weight tile into shared memory before waiting for its inputs
     (fleet_decode.kernels.staging); stage_kib caps the stage (None: all the runtime was built with);
     staged_kinds names the kinds staged (None: staging.STAGED_KINDS). tail_kinds names kinds whose
-    tasks no worker waits for: the last of their input's signallers runs them (graph.tails). pool
-    names the tasks that workers claim at run time instead of running them from their lists
-    (fleet_decode.kernels.pools.POOLS; "" none): the routed expert tiles by default (docs/megakernel.md
-    part 11)."""
+    tasks no worker waits for: the last of their input's signallers runs them (graph.tails)."""
     stage: bool = True
     stage_kib: int | None = None
     staged_kinds: tuple[str, ...] | None = None
     tail_kinds: tuple[str, ...] = ()
-    pool: str = "routed"
 
     def __post_init__(self):
         if self.stage_kib is not None and self.stage_kib < 0:
@@ -77,8 +71,6 @@ class Tuning:
         if unknown:
             raise ValueError(f"staged_kinds {unknown} cannot be staged; the runtime stages {stageable}")
         check_tail_kinds(self.tail_kinds)
-        if self.pool and self.pool not in pools.POOLS:
-            raise ValueError(f"pool {self.pool!r} is not one of {pools.POOLS}")
 
     # Read when a Megakernel builds its tables (the tails' graph, the stage table): a Megakernel's
     # tuning may change only the other fields between launches.
@@ -229,7 +221,6 @@ class Megakernel:
         self.stage_capacity = self.lib.fd_megakernel_stage_capacity()
         self.stage_table = torch.from_numpy(staging.stage_table(
             self.graph, self.stage_capacity, [t.data_ptr() for t in self.weights], tuning.kinds())).to(self.device)
-        self.pool_tables = {}  # per pool name: (pool_of, offsets, tasks, claims) on the device, built when first used
         self.counters = torch.zeros(len(self.graph.events), dtype=torch.int32, device=self.device)
         self.arrivals = torch.zeros(max(1, n_groups), dtype=torch.int32, device=self.device)
         self.partials = torch.zeros(max(1, n_scratch), dtype=torch.float32, device=self.device)
@@ -295,26 +286,6 @@ class Megakernel:
             self.buffer(f"L{layer}.ckv").view(c.max_positions, -1)[:n_prompt] = ref.ckv[layer, :n_prompt]
             self.buffer(f"L{layer}.kpe").view(c.max_positions, -1)[:n_prompt] = ref.kpe[layer, :n_prompt]
 
-    def _pools(self, name: str, n_steps: int):
-        """The launch arguments of the pool tables (their claims zeroed for n_steps), all None without a pool."""
-        if not name:
-            return dict(pool_of=None, pool_offsets=None, pool_tasks=None, pool_claims=None)
-        if name not in self.pool_tables:
-            try:
-                tables = pools.pool_tables(self.graph, name)
-            except ValueError as e:
-                raise MegakernelError(str(e)) from None
-            on_device = [torch.from_numpy(t).to(self.device) for t in tables]
-            claims = torch.zeros((len(tables[1]) - 1) * self.graph.constants.max_steps, dtype=torch.int32,
-                                 device=self.device)
-            self.pool_tables[name] = (*on_device, claims)
-        pool_of, offsets, tasks, claims = self.pool_tables[name]
-        if claims.numel() == 0:  # a graph without such tasks (the split-K tilings): nothing to pool
-            return self._pools("", n_steps)
-        claims.zero_()
-        return dict(pool_of=pool_of.data_ptr(), pool_offsets=offsets.data_ptr(), pool_tasks=tasks.data_ptr(),
-                    pool_claims=claims.data_ptr())
-
     # ------------------------------------------------------------------ the launch
     def launch(self, pos0: int, n_steps: int, timeout_s: float = 1.0, trace: torch.Tensor | None = None,
                stop_ids=(), on_token=None, sampling=None) -> float:
@@ -349,8 +320,7 @@ class Megakernel:
             stopped_at=self.stopped_at.data_ptr(), published=self.published.data_ptr(),
             timeout_seconds=float(timeout_s), n_workers=len(self.graph.workers), partial_row=self.partial_row,
             pos0=pos0, n_steps=n_steps, n_stop_ids=len(stop_ids), stage_bytes=stage_bytes,
-            logits=self.buffer("logits").data_ptr() if self.graph.constants.has_head else None,
-            **self._pools(self.tuning.pool, n_steps))
+            logits=self.buffer("logits").data_ptr() if self.graph.constants.has_head else None)
         if sampling is not None:
             args.temperature, args.top_k, args.top_p, args.seed_lo, args.seed_hi = sampling.device_args()
         else:
