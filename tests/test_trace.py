@@ -5,7 +5,7 @@ import pytest
 
 from fleet_decode.graph import Plan, build_graph
 from fleet_decode.graph.format import Kind
-from fleet_decode.kernels.trace import SM_SHIFT, block_sms, summarise, times_ns
+from fleet_decode.kernels.trace import RATE_BIN_US, SM_SHIFT, block_sms, summarise, task_bytes, times_ns
 from fleet_decode.model import get_config
 
 
@@ -54,6 +54,25 @@ def test_summary_stages_follow_the_dependency_chain():
     topk = s["kinds"]["ROUTE_TOPK"]
     assert topk["tasks_per_step"] == 2 and topk["run_us_mean"] == pytest.approx(5.0)
     assert 0 < s["busy_share_of_workers"] < 1
+
+
+def test_the_rate_profile_spreads_each_tasks_bytes_over_its_run():
+    graph = build_graph(get_config("deepseek-coder-v2-lite"), Plan(workers=16, max_positions=128, max_steps=4),
+                        layers=[0, 1, 2])
+    run_ns = 2 * RATE_BIN_US * 1e3  # every task runs two bins
+    times = _schedule(graph, 3, lambda t: run_ns)
+    s = summarise(graph, times, range(1, 3))
+    rates = s["moe_layer_rates"]
+    assert [r["from_us"] for r in rates] == [k * RATE_BIN_US for k in range(len(rates))]
+    # every byte of the MoE layers' tasks is in the profile once: per layer and step on average
+    moe = [t for t in graph.tasks if t.layer in (1, 2)]
+    per_layer = sum(task_bytes(t, graph) for t in moe) / 2
+    assert sum(r["tb_per_s"] * 1e12 * RATE_BIN_US * 1e-6 for r in rates) == pytest.approx(per_layer, rel=1e-9)
+    # and every run once: busy workers x bin length sums to the tasks' runs
+    assert sum(r["busy_workers"] for r in rates) * RATE_BIN_US == pytest.approx(len(moe) / 2 * run_ns / 1e3)
+    assert all(r["busy_workers"] <= len(graph.workers) + 1e-9 for r in rates)
+    expert = next(t for t in graph.tasks if t.kind == Kind.EXPERT_GATE_UP)
+    assert task_bytes(expert, graph) == 2 * 2 * (expert.tile[1] - expert.tile[0]) * 2048 + 2 * 2048  # gate, up, norm
 
 
 def test_wake_and_gap_are_the_runtime_overheads_put_into_the_schedule():

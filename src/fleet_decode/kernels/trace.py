@@ -118,6 +118,7 @@ def summarise(graph, times: np.ndarray, steps, resident: np.ndarray | None = Non
             s = stages.setdefault(_stage(ev.name), {"ready": [], "fired": []})
             s["ready"].append(first_ready[:, e] - t0)
             s["fired"].append(fire[:, e] - t0)
+    rates = rate_profile(graph, t, fire, index)
     stage_rows = {name: {"first_ready_us": float(np.mean(v["ready"]) / 1e3), "fired_us": float(np.mean(v["fired"]) / 1e3)}
                   for name, v in stages.items()}
     stage_rows = dict(sorted(stage_rows.items(), key=lambda kv: kv[1]["fired_us"]))
@@ -126,8 +127,53 @@ def summarise(graph, times: np.ndarray, steps, resident: np.ndarray | None = Non
         "steps": steps, "step_us_median": float(np.median(step_ns) / 1e3),
         "moe_layer_us_mean": float(np.mean(layer_ns) / 1e3) if layer_ns else None,
         "busy_share_of_workers": float(run.sum(axis=1).mean() / (workers * step_ns.mean())),
-        "kinds": kinds, "moe_layer_stages": stage_rows,
+        "kinds": kinds, "moe_layer_stages": stage_rows, "moe_layer_rates": rates,
     }
+
+
+RATE_BIN_US = 3.0
+
+
+def task_bytes(task, graph) -> int:
+    """Bytes of weights (as the device keeps them) and of full cache rows the task streams."""
+    from fleet_decode.graph.reads import cache_elements, weight_reads
+    from fleet_decode.kernels.staging import DEVICE_BYTES
+
+    weights = sum(r.elements * DEVICE_BYTES[graph.weights[r.weight].dtype] for r in weight_reads(task, graph))
+    return weights + 2 * cache_elements(task, graph)
+
+
+def rate_profile(graph, t: np.ndarray, fire: np.ndarray, index: dict[str, int]) -> list[dict]:
+    """An MoE layer's memory rate over time, from the traced times t [steps, tasks, 3] (ns) and the
+    events' fire times: per RATE_BIN_US bin after the layer's input fired, the bytes the layer's tasks
+    stream (each task's bytes spread evenly over its run, ready to done) in TB/s, and how many workers
+    run a task, averaged over the MoE layers and steps. A staged task's weights are counted in its run,
+    though its stage copy read them before: the chain's few MB look later than they were read."""
+    c = graph.constants
+    n_bins = 0
+    sums, busy, layers = np.zeros(256), np.zeros(256), 0
+    moved = np.array([task_bytes(tk, graph) for tk in graph.tasks], dtype=np.float64)
+    for layer in range(max(c.first_layer, 1), c.first_layer + c.n_layers):
+        if f"L{layer}.route_topk" not in index or f"L{layer - 1}.out" not in index:
+            continue
+        members = [i for i, tk in enumerate(graph.tasks) if tk.layer == layer]
+        for step in range(t.shape[0]):
+            t0 = fire[step, index[f"L{layer - 1}.out"]]
+            for i in members:
+                a, b = (t[step, i, READY] - t0) / 1e3 / RATE_BIN_US, (t[step, i, DONE] - t0) / 1e3 / RATE_BIN_US
+                if not b > a or a < 0:
+                    continue
+                for k in range(int(a), min(int(np.ceil(b)), len(sums))):
+                    overlap = min(b, k + 1) - max(a, k)
+                    sums[k] += moved[i] * overlap / (b - a)
+                    busy[k] += overlap
+                    n_bins = max(n_bins, k + 1)
+            layers += 1
+    if not layers:
+        return []
+    scale = 1.0 / (layers * RATE_BIN_US * 1e-6)  # bytes per bin -> bytes per second
+    return [{"from_us": k * RATE_BIN_US, "tb_per_s": float(sums[k] * scale / 1e12), "busy_workers": float(busy[k] / layers)}
+            for k in range(n_bins)]
 
 
 def _wake_and_gap(graph, t: np.ndarray, fire: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -185,6 +231,12 @@ def print_summary(s: dict):
     print(f"{'MoE layer stage':28s} {'first ready us':>14s} {'fired us':>9s}")
     for name, r in s["moe_layer_stages"].items():
         print(f"{name:28s} {r['first_ready_us']:14.2f} {r['fired_us']:9.2f}")
+    rates = s.get("moe_layer_rates") or []
+    if rates:
+        print(f"MoE layer, memory rate (TB/s) and busy workers per {RATE_BIN_US:g} us from its input:")
+        for row in rates:
+            if row["busy_workers"] >= 0.5:
+                print(f"  {row['from_us']:5.0f} us {row['tb_per_s']:6.2f} TB/s {row['busy_workers']:6.1f} workers")
     view = chain_view(s)
     if view["chain_to_topk_us"] is not None:
         resident = view["chain_resident_share"]
