@@ -21,7 +21,9 @@ import numpy as np
 
 from fleet_decode.graph.format import Kind
 from fleet_decode.graph.plan import MOE_TILINGS
+from fleet_decode.graph.reads import cache_elements, weight_reads
 from fleet_decode.kernels.runtime import TRACE_WORDS
+from fleet_decode.kernels.staging import DEVICE_BYTES
 
 REACHED, READY, DONE, RESIDENT = 0, 1, 2, 3  # fd_trace_word
 STAGED_LANDED, STAGED_LATE = 1, 2  # the RESIDENT word of a staged task (0: not staged)
@@ -136,9 +138,6 @@ RATE_BIN_US = 3.0
 
 def task_bytes(task, graph) -> int:
     """Bytes of weights (as the device keeps them) and of full cache rows the task streams."""
-    from fleet_decode.graph.reads import cache_elements, weight_reads
-    from fleet_decode.kernels.staging import DEVICE_BYTES
-
     weights = sum(r.elements * DEVICE_BYTES[graph.weights[r.weight].dtype] for r in weight_reads(task, graph))
     return weights + 2 * cache_elements(task, graph)
 
@@ -153,10 +152,13 @@ def rate_profile(graph, t: np.ndarray, fire: np.ndarray, index: dict[str, int]) 
     n_bins = 0
     sums, busy, layers = np.zeros(256), np.zeros(256), 0
     moved = np.array([task_bytes(tk, graph) for tk in graph.tasks], dtype=np.float64)
+    by_layer: dict[int, list[int]] = {}
+    for i, tk in enumerate(graph.tasks):
+        by_layer.setdefault(tk.layer, []).append(i)
     for layer in range(max(c.first_layer, 1), c.first_layer + c.n_layers):
         if f"L{layer}.route_topk" not in index or f"L{layer - 1}.out" not in index:
             continue
-        members = [i for i, tk in enumerate(graph.tasks) if tk.layer == layer]
+        members = by_layer.get(layer, [])
         for step in range(t.shape[0]):
             t0 = fire[step, index[f"L{layer - 1}.out"]]
             for i in members:
