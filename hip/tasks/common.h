@@ -190,16 +190,22 @@ __device__ __forceinline__ void fd_rope_q_heads(const Act* q, int head_begin, in
 // copy the runtime staged in shared memory before the task's inputs were ready (fd_load_shared16).
 // Each task that can be staged is a template on this policy, WL; the staged pointer is offset so
 // that the task's own row arithmetic lands in the staged copy.
+// kUnroll: the 16-byte pieces of a row a lane loads before it uses the first. From HBM they must be
+// many, to keep the SM's share of the copy rate in flight; from shared memory one is enough, and the
+// staged instantiations' code is then an eighth as long: staged kinds ran 1.4 % faster per step on
+// the H200 with 1 than with 8 (docs/megakernel.md part 12).
 struct fd_global_weights {
+  static constexpr int kUnroll = kStreamUnroll;
   static __device__ __forceinline__ fd_vec16 load(const void* p) { return fd_load_stream16(p); }
 };
 struct fd_staged_weights {
+  static constexpr int kUnroll = 1;
   static __device__ __forceinline__ fd_vec16 load(const void* p) { return fd_load_shared16(p); }
 };
 
 // NR dot products rows[r] . xs of bf16 weight rows with ONE activation vector (bf16 or fp32),
 // length n (a multiple of 8), computed by ONE warp: every lane streams 16-byte pieces of the
-// rows, kStreamUnroll pieces per row in flight before the first is used; fp32 accumulation.
+// rows, WL::kUnroll pieces per row in flight before the first is used; fp32 accumulation.
 // Each piece of xs is read once for all NR rows (it lies in shared memory, whose bandwidth a read
 // per row would spend NR times). Returns the full sums in every lane.
 template <int NR, class XT, class WL = fd_global_weights>
@@ -209,17 +215,17 @@ __device__ __forceinline__ void fd_warp_rows_dot(const fd_bf16* const (&rows)[NR
   float acc[NR];
 #pragma unroll
   for (int r = 0; r < NR; ++r) acc[r] = 0.f;
-  for (int base = fd_lane(); base < n_vec; base += kStreamUnroll * kWarpSize) {
-    fd_vec16 w[NR][kStreamUnroll];
+  for (int base = fd_lane(); base < n_vec; base += WL::kUnroll * kWarpSize) {
+    fd_vec16 w[NR][WL::kUnroll];
 #pragma unroll
-    for (int u = 0; u < kStreamUnroll; ++u) {
+    for (int u = 0; u < WL::kUnroll; ++u) {
       const int v = base + u * kWarpSize;
 #pragma unroll
       for (int r = 0; r < NR; ++r)
         w[r][u] = v < n_vec ? WL::load(rows[r] + static_cast<size_t>(v) * kVecElems) : fd_vec16{0, 0, 0, 0};
     }
 #pragma unroll
-    for (int u = 0; u < kStreamUnroll; ++u) {
+    for (int u = 0; u < WL::kUnroll; ++u) {
       const int v = base + u * kWarpSize;
       if (v < n_vec) {
         float x[8];

@@ -12,7 +12,7 @@ from transformers.models.deepseek_v2.modeling_deepseek_v2 import yarn_apply_msca
 from fleet_decode.graph.derived import W_UK_PARTS, cols, rows, transposed
 from fleet_decode.graph.format import NONE, DType, Kind, Persistence, bits_f32, f32_bits
 from fleet_decode.graph.graph import Buffer, Constants, Event, Graph, Task, Weight
-from fleet_decode.graph.plan import Plan, assign, even_tiles, split_k_tiles, tiles
+from fleet_decode.graph.plan import Plan, assign, even_tiles, merge_v_parts_fit, split_k_tiles, tiles
 from fleet_decode.graph.reads import task_cost
 
 
@@ -126,7 +126,7 @@ def _attention(b: _Builder, layer, h_in, h_in_ready, h_out):
     attn_out = b.buffer(L + "attn_out", H * v)
     ev_merge = b.event(L + "attn_merge", layer)
     parts = plan.merge_v_parts
-    if parts > 1 and (plan.heads_per_tile != 1 or v % parts or (v // parts) % plan.row_align):
+    if not merge_v_parts_fit(parts, v, plan.heads_per_tile, plan.row_align):
         raise ValueError(f"plan.merge_v_parts={parts} needs heads_per_tile 1 and {v} rows a head that split into "
                          f"parts of a multiple of {plan.row_align}")
     for i, tile in enumerate(tiles(H, plan.heads_per_tile)):

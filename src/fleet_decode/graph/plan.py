@@ -118,6 +118,12 @@ CACHE_ROUNDING = 32
 DECODE_MERGE_V_PARTS = 2
 
 
+def merge_v_parts_fit(parts: int, v_head_rows: int, heads_per_tile: int, row_align: int) -> bool:
+    """Whether each merge task's W_UV rows can be cut into `parts` tasks: one head a tile, and a head's
+    rows in parts of whole row_align pieces (the kernel's eight-row passes)."""
+    return parts == 1 or (heads_per_tile == 1 and v_head_rows % parts == 0 and (v_head_rows // parts) % row_align == 0)
+
+
 def decode_worker_stride(workers: int) -> int:
     """The worker stride decoding uses: workers / 2 + 1 where that is coprime with the workers (67 on the
     H200's 132 SMs), else 1. Which SM a block lands on is the hardware's choice, and where each list
@@ -142,8 +148,8 @@ def decode_plan(config, n_positions: int, workers: int, **overrides) -> Plan:
     fits = [(g, c) for g in groups for c in chunks if -(-rows // c) * g <= workers]
     group, chunk = fits[0] if fits else (groups[-1], chunks[-1])
     v_rows, align = config.v_head_dim, overrides.get("row_align", Plan.row_align)
-    v_parts = DECODE_MERGE_V_PARTS if overrides.get("heads_per_tile", 1) == 1 and \
-        v_rows % DECODE_MERGE_V_PARTS == 0 and (v_rows // DECODE_MERGE_V_PARTS) % align == 0 else 1
+    v_parts = DECODE_MERGE_V_PARTS if merge_v_parts_fit(DECODE_MERGE_V_PARTS, v_rows,
+                                                        overrides.get("heads_per_tile", 1), align) else 1
     overrides = {"max_positions": rows, "attn_chunk": chunk, "attn_head_groups": group,
                  "worker_stride": decode_worker_stride(workers), "merge_v_parts": v_parts, **overrides}
     return default_plan(config, workers=workers, **overrides)
