@@ -25,6 +25,7 @@ from fleet_decode.graph import build_graph
 from fleet_decode.graph.plan import default_plan
 from fleet_decode.graph.tails import TAIL_KINDS
 from fleet_decode.kernels.runtime import Megakernel, Tuning, WatchdogTimeout
+from fleet_decode.kernels.staging import STAGEABLE_KINDS
 from fleet_decode.model import Reference, load_model, prompt_ids
 from fleet_decode.model.reference import Route
 
@@ -152,6 +153,20 @@ def test_staged_weights_change_no_bit_of_the_output(prompt, megakernel, stage_ki
         other = megakernel.decode(prompt, 4)
     finally:
         megakernel.tuning = Tuning()
+    assert other.tokens == staged.tokens
+    for a, b in zip(other.logits, staged.logits):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("policy", ["next-layer", "early"])
+def test_tiles_sent_ahead_change_no_bit_of_the_output(model, prompt, megakernel, policy):
+    # Where a tile's copy starts (kernels.staging.send_ahead) changes only when its bytes land, with
+    # every stageable kind staged so that the next layer's q/kv tiles travel ahead too.
+    staged = megakernel.decode(prompt, 4)
+    ahead = Megakernel(model, plan=megakernel.plan,
+                       tuning=Tuning(staged_kinds=tuple(k.name for k in STAGEABLE_KINDS), stage_ahead=policy))
+    assert (ahead.stage_table[:, 3] >= 0).sum() > (megakernel.stage_table[:, 3] >= 0).sum()
+    other = ahead.decode(prompt, 4)
     assert other.tokens == staged.tokens
     for a, b in zip(other.logits, staged.logits):
         assert torch.equal(a, b)

@@ -7,7 +7,8 @@ import pytest
 from fleet_decode.graph import Plan, build_graph
 from fleet_decode.graph.format import Kind
 from fleet_decode.kernels.runtime import Tuning
-from fleet_decode.kernels.staging import DEVICE_BYTES, NOT_STAGED, STAGEABLE_KINDS, STAGED_KINDS, WORDS, stage_table
+from fleet_decode.kernels.staging import (DEVICE_BYTES, LEAVES_STAGE_IDLE, NOT_STAGED, STAGE_AHEAD, STAGEABLE_KINDS,
+                                          STAGED_KINDS, USES_STAGE, WORDS, send_ahead, stage_table)
 from fleet_decode.model import get_config
 
 CAPACITY = 128 * 1024
@@ -30,7 +31,8 @@ def test_staged_ranges_lie_inside_their_weight_and_fit(graph):
     staged = [i for i in range(len(graph.tasks)) if table[i, 0] >= 0]
     assert staged, "the real config's attention chain must stage"
     for i in staged:
-        slot, begin, nbytes = (int(v) for v in table[i])
+        slot, begin, nbytes, ahead = (int(v) for v in table[i])
+        assert ahead == -1  # stage_table alone sends nothing ahead
         assert graph.tasks[i].kind in STAGED_KINDS
         assert 0 < nbytes <= CAPACITY and begin % 16 == 0 and nbytes % 16 == 0
         assert begin + nbytes <= _bytes(graph, slot), graph.tasks[i].name
@@ -112,7 +114,7 @@ def test_a_merge_in_parts_stages_its_part_of_the_heads_w_uv():
         if t.kind == Kind.ATTN_MERGE_UV:
             h, part = t.tile[0], t.slot
             first_row = h * per_head + config.qk_nope_head_dim + part * config.v_head_dim // 2
-            assert tuple(table[i]) == (kv_b, first_row * row_bytes, config.v_head_dim // 2 * row_bytes)
+            assert tuple(table[i]) == (kv_b, first_row * row_bytes, config.v_head_dim // 2 * row_bytes, -1)
 
 
 def test_an_o_proj_tile_with_the_router_stages_its_o_proj_rows_only():
@@ -124,4 +126,67 @@ def test_an_o_proj_tile_with_the_router_stages_its_o_proj_rows_only():
     assert tiles and not any(t.kind == Kind.ROUTER for t in g.tasks)
     for i, t in tiles:
         r0, r1 = t.tile
-        assert tuple(table[i]) == (o_proj, r0 * g.weights[o_proj].shape[1] * 2, (r1 - r0) * g.weights[o_proj].shape[1] * 2)
+        row_bytes = g.weights[o_proj].shape[1] * 2
+        assert tuple(table[i]) == (o_proj, r0 * row_bytes, (r1 - r0) * row_bytes, -1)
+
+
+def _replay(graph, table):
+    """Walks every list as the runtime does and fails where a sent tile would meet a busy stage: a tile
+    sent while another is in flight, by an entry that uses the stage, or overtaken by another stage
+    user before its task is reached. Returns the (sender, target) pairs."""
+    pairs = []
+    for entries in graph.workers:
+        pending = -1
+        for position, t in enumerate(entries):
+            staged = table[t, 0] >= 0
+            if staged or graph.tasks[t].kind in USES_STAGE:
+                assert pending in (-1, t), f"{graph.tasks[t].name} uses the stage while another tile is in flight"
+                pending = -1
+            ahead = int(table[t, 3])
+            if ahead >= 0:
+                assert not staged and graph.tasks[t].kind not in USES_STAGE, graph.tasks[t].name
+                assert pending == -1, f"{graph.tasks[t].name} sends a tile while one is in flight"
+                assert table[ahead, 0] >= 0 and ahead in entries[position + 1:], graph.tasks[t].name
+                pending = ahead
+                pairs.append((t, ahead))
+        assert pending == -1, "a sent tile's task is never reached in its list"
+    return pairs
+
+
+@pytest.mark.parametrize("kinds", [STAGED_KINDS, STAGEABLE_KINDS])
+@pytest.mark.parametrize("policy", STAGE_AHEAD)
+def test_a_tile_is_sent_ahead_only_into_a_free_stage(graph, kinds, policy):
+    table = send_ahead(graph, stage_table(graph, CAPACITY, kinds=kinds), policy)
+    pairs = _replay(graph, table)
+    assert pairs, policy
+    for sender, target in pairs:
+        s, t = graph.tasks[sender], graph.tasks[target]
+        successor = (s.kind in LEAVES_STAGE_IDLE and (s.out_event, 0) in t.inputs
+                     and graph.workers[next(w for w, e in enumerate(graph.workers) if sender in e)].index(target)
+                     == graph.workers[next(w for w, e in enumerate(graph.workers) if sender in e)].index(sender) + 1)
+        if policy == "successor":
+            assert successor, (s.name, t.name)
+        elif policy == "next-layer":
+            assert successor or t.layer != s.layer, (s.name, t.name)
+        elif policy == "from-down":
+            assert successor or (t.layer != s.layer and s.kind in (Kind.DOWN_ACCUM, Kind.EXPERT_DOWN_ACCUM)), (s.name, t.name)
+
+
+def test_the_policies_send_more_tiles_ahead_in_order(graph):
+    counts = {p: int((send_ahead(graph, stage_table(graph, CAPACITY), p)[:, 3] >= 0).sum()) for p in STAGE_AHEAD}
+    assert counts["successor"] < counts["from-down"] <= counts["next-layer"] < counts["early"], counts
+    # the successor policy is the runtime's rule before the planner had one: a chunk sends its merge
+    table = send_ahead(graph, stage_table(graph, CAPACITY))
+    assert {(graph.tasks[s].kind, graph.tasks[int(table[s, 3])].kind) for s in np.flatnonzero(table[:, 3] >= 0)} == {
+        (Kind.ATTN_CHUNK, Kind.ATTN_MERGE_UV)}
+    # next-layer sends the next layer's q/kv tiles (when staged) from this layer's MLP tiles
+    table = send_ahead(graph, stage_table(graph, CAPACITY, kinds=STAGEABLE_KINDS), "next-layer")
+    assert any(graph.tasks[s].kind == Kind.GATE_UP and graph.tasks[int(table[s, 3])].kind == Kind.RMSNORM_GEMV
+               for s in np.flatnonzero(table[:, 3] >= 0))
+
+
+def test_an_unknown_lookahead_is_refused(graph):
+    with pytest.raises(ValueError, match="stage_ahead"):
+        send_ahead(graph, stage_table(graph, CAPACITY), "always")
+    with pytest.raises(ValueError, match="stage_ahead"):
+        Tuning(stage_ahead="always")

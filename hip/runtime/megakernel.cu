@@ -21,7 +21,8 @@
 // Staging: a task whose weights are one contiguous range that fits the stage (a shared-memory
 // buffer beside the tasks' scratch; host table fleet_decode.kernels.staging) has that range copied
 // there BEFORE the worker waits for the task's inputs: bulk copies (TMA) completing on an mbarrier
-// on sm_90, a block copy elsewhere. The task then reads its weights from shared memory.
+// on sm_90, a block copy elsewhere. The task then reads its weights from shared memory. On sm_90
+// the host's planner may have an earlier entry of the list send the tile (the table's `ahead`).
 //
 // Stop: the ARGMAX task publishes each token to host-mapped memory (the host prints while the
 // kernel runs) and, if the token is a stop id, records its step; every worker checks that record
@@ -86,9 +87,11 @@ enum fd_error_word {
 // counter -1 = counts nowhere. Adders: the group's rows are the rank-0 row + r * row length, tail -1.
 // A tail's signallers: no rows; the last to arrive runs task `tail`, which no worker's list holds.
 constexpr int FD_ADD_ORDER_WORDS = 5;
-// stage: per task [weight slot, byte offset, bytes] (int64, fleet_decode.kernels.staging): the one
-// weight range the task streams, copied into the stage before the task waits; slot -1: not staged.
-constexpr int FD_STAGE_WORDS = 3;
+// stage: per task [weight slot, byte offset, bytes, ahead] (int64, fleet_decode.kernels.staging): the
+// one weight range the task streams, copied into the stage before the task waits (slot -1: not
+// staged), and the later task of the same list whose tile this task's reach sends (-1: none). The
+// host's planner guarantees the stage is free then and stays untouched until that task runs.
+constexpr int FD_STAGE_WORDS = 4;
 
 constexpr int kRuntimeThreads = FD_RUNTIME_THREADS;
 
@@ -142,24 +145,11 @@ constexpr int kTriggersCached = 1024;
 // And the first kListCached entries of the worker's task list (its tasks, in order, each step).
 constexpr int kListCached = 512;
 
-// Kinds that neither use the stage nor stream weights: while one runs, the stage may fill for the
-// worker's next task without slowing it.
-__device__ __forceinline__ bool fd_leaves_stage_idle(int kind) {
-  return kind == FD_KIND_ATTN_CHUNK || kind == FD_KIND_CACHE_APPEND || kind == FD_KIND_ROUTE_TOPK ||
-         kind == FD_KIND_ROUTE_PARTS_TOPK ||
-         kind == FD_KIND_EMBED || kind == FD_KIND_ARGMAX || kind == FD_KIND_SUM_PARTIALS;
-}
-
-// Issues the stage copy of task `next` if it is staged and waits (lag 0) for `event`; true if it did.
-__device__ __forceinline__ bool fd_send_successor_tile(const fd_launch_args& a, const int* tasks, int next, int event,
-                                                       uint64_t* barrier, unsigned char* stage) {
-  const int* rec = tasks + static_cast<size_t>(next) * FD_TASK_WORDS;
-  const long long* st = a.stage + static_cast<size_t>(next) * FD_STAGE_WORDS;
+// Issues the stage copy of task t's tile (it is staged at this launch's stage size); true if it did.
+__device__ __forceinline__ bool fd_send_tile(const fd_launch_args& a, long long t, uint64_t* barrier,
+                                             unsigned char* stage) {
+  const long long* st = a.stage + static_cast<size_t>(t) * FD_STAGE_WORDS;
   if (!(st[0] >= 0 && a.stage_bytes > 0 && st[2] <= a.stage_bytes)) return false;
-  bool waits = false;
-  for (int j = 0; j < rec[FD_T_N_INPUTS]; ++j)
-    waits |= rec[FD_T_IN0_EVENT + 2 * j] == event && rec[FD_T_IN0_LAG + 2 * j] == 0;
-  if (!waits) return false;
   fd_stage_issue(barrier, stage, static_cast<const char*>(a.weights[st[0]]) + st[1], static_cast<uint32_t>(st[2]));
   return true;
 }
@@ -507,7 +497,7 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
   const int first = offsets[blockIdx.x], last = offsets[blockIdx.x + 1];
   const bool bulk_stage = fd_has_bulk_stage();
   uint32_t stage_parity = 0;
-  int sent_ahead = -1;  // (the block's last thread) the list entry whose tile it sent with the entry before
+  long long sent_ahead = -1;  // (the block's last thread) the task whose tile an earlier entry sent
   if (threadIdx.x == 0) {
     fd_stage_barrier_init(&stage_barrier);
     constants = {h[FD_H_HIDDEN],
@@ -554,20 +544,13 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
         // neither a stage copy nor a wait; any tile sent ahead for entry i stays in flight for it
       } else if (bulk_stage) {
         if (threadIdx.x == blockDim.x - 1) {
-          if (staged_slot >= 0 && sent_ahead != i)
+          if (staged_slot >= 0 && sent_ahead != t)
             fd_stage_issue(&stage_barrier, stage, static_cast<const char*>(a.weights[staged_slot]) + st[1],
                            static_cast<uint32_t>(st[2]));
-          sent_ahead = -1;
-          // A task that leaves the stage idle (an attention chunk) sends the tile of its successor
-          // when that successor waits for this task's own event (the merge after its chunk): the
-          // successor starts right after this stage, and its tile lands during it. Successors that
-          // start later (a chunk's o_proj) keep their copy for when they are reached, off the
-          // chunks' HBM traffic.
-          if (staged_slot < 0 && fd_leaves_stage_idle(kind) && i + 1 < last)
-            sent_ahead = fd_send_successor_tile(a, tasks, i + 1 - first < kListCached ? list_s[i + 1 - first] : list[i + 1],
-                                                out_event, &stage_barrier, stage)
-                             ? i + 1
-                             : -1;
+          if (sent_ahead == t) sent_ahead = -1;
+          // The planner's lookahead (staging.send_ahead): a task that leaves the stage alone sends a
+          // later task's tile, which lands while this one and those between run.
+          if (st[3] >= 0 && fd_send_tile(a, st[3], &stage_barrier, stage)) sent_ahead = st[3];
         }
       } else if (staged_slot >= 0) {
         fd_stage_copy(stage, static_cast<const char*>(a.weights[staged_slot]) + st[1], static_cast<uint32_t>(st[2]));
@@ -605,7 +588,7 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
       __syncthreads();
       if (!proceed) {
         // no copy outlives the block
-        if (bulk_stage && (staged_slot >= 0 || sent_ahead == i + 1)) fd_stage_wait(&stage_barrier, stage_parity);
+        if (bulk_stage && (staged_slot >= 0 || sent_ahead >= 0)) fd_stage_wait(&stage_barrier, stage_parity);
         return;
       }
       fd_trace_mark(tr, FD_TR_READY);

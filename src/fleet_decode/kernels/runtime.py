@@ -57,11 +57,13 @@ class Tuning:
     stage: copy each task's weight tile into shared memory before waiting for its inputs
     (fleet_decode.kernels.staging); stage_kib caps the stage (None: all the runtime was built with);
     staged_kinds names the kinds staged (None: staging.STAGED_KINDS). tail_kinds names kinds whose
-    tasks no worker waits for: the last of their input's signallers runs them (graph.tails)."""
+    tasks no worker waits for: the last of their input's signallers runs them (graph.tails).
+    stage_ahead: which earlier list entry sends a staged tile (staging.STAGE_AHEAD)."""
     stage: bool = True
     stage_kib: int | None = None
     staged_kinds: tuple[str, ...] | None = None
     tail_kinds: tuple[str, ...] = ()
+    stage_ahead: str = "successor"
 
     def __post_init__(self):
         if self.stage_kib is not None and self.stage_kib < 0:
@@ -71,10 +73,12 @@ class Tuning:
         if unknown:
             raise ValueError(f"staged_kinds {unknown} cannot be staged; the runtime stages {stageable}")
         check_tail_kinds(self.tail_kinds)
+        if self.stage_ahead not in staging.STAGE_AHEAD:
+            raise ValueError(f"stage_ahead {self.stage_ahead!r}: one of {', '.join(staging.STAGE_AHEAD)}")
 
     # Read when a Megakernel builds its tables (the tails' graph, the stage table): a Megakernel's
     # tuning may change only the other fields between launches.
-    BUILT = ("staged_kinds", "tail_kinds")
+    BUILT = ("staged_kinds", "tail_kinds", "stage_ahead")
 
     def built_fields(self) -> tuple:
         return tuple(getattr(self, name) for name in self.BUILT)
@@ -219,8 +223,9 @@ class Megakernel:
         order, n_groups, n_scratch, self.partial_row = add_order(self.graph, tail_of)
         self.add_order = torch.from_numpy(order).to(self.device)
         self.stage_capacity = self.lib.fd_megakernel_stage_capacity()
-        self.stage_table = torch.from_numpy(staging.stage_table(
-            self.graph, self.stage_capacity, [t.data_ptr() for t in self.weights], tuning.kinds())).to(self.device)
+        table = staging.stage_table(self.graph, self.stage_capacity, [t.data_ptr() for t in self.weights],
+                                    tuning.kinds())
+        self.stage_table = torch.from_numpy(staging.send_ahead(self.graph, table, tuning.stage_ahead)).to(self.device)
         self.counters = torch.zeros(len(self.graph.events), dtype=torch.int32, device=self.device)
         self.arrivals = torch.zeros(max(1, n_groups), dtype=torch.int32, device=self.device)
         self.partials = torch.zeros(max(1, n_scratch), dtype=torch.float32, device=self.device)

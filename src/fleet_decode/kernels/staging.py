@@ -6,6 +6,12 @@ ready, and the task then runs at shared-memory latency instead of HBM's. A task 
 kind reads its weights through the runtime's staged path (STAGED_KINDS), its static weights are
 ONE contiguous range (norm vectors aside, which stay in L2), the range fits the stage and both ends
 are 16-byte aligned (bulk copies need it). Everything else reads global memory as before.
+
+When the copy starts is the table's fourth word (`ahead`): a task's own tile starts at its reach
+(when its worker gets to it, before it waits), unless an earlier entry of the worker's list sent it
+ahead while the stage had nothing else to hold. The stage is one buffer, so a tile may be sent only
+once the worker's previous stage user has run, and only across entries that leave the stage alone.
+The policies (STAGE_AHEAD) choose where in that free stretch the copy starts.
 """
 
 import numpy as np
@@ -13,8 +19,8 @@ import numpy as np
 from fleet_decode.graph.format import DType, Kind
 from fleet_decode.graph.reads import weight_reads
 
-WORDS = 3  # FD_STAGE_WORDS: [weight slot, byte offset, bytes]; slot -1: not staged
-NOT_STAGED = (-1, 0, 0)
+WORDS = 4  # FD_STAGE_WORDS: [weight slot, byte offset, bytes, ahead]; slot -1: not staged
+NOT_STAGED = (-1, 0, 0, -1)  # ahead: the task whose tile this one's reach sends (-1: none)
 # The kinds whose task functions take the weight-load policy (hip/tasks/common.h fd_staged_weights):
 # the attention chain and the router, whose tiles fit a stage; expert and lm_head tiles do not.
 STAGEABLE_KINDS = (Kind.RMSNORM_GEMV, Kind.ROPE_Q_ABSORB, Kind.ATTN_MERGE_UV, Kind.O_PROJ_RESIDUAL, Kind.ROUTER,
@@ -26,6 +32,22 @@ STAGEABLE_KINDS = (Kind.RMSNORM_GEMV, Kind.ROPE_Q_ABSORB, Kind.ATTN_MERGE_UV, Ki
 # window loses by carrying them (sweeps 45-47, one process each: 2.6-2.9 % faster without them; 0.2
 # and 1.0 % with the worker stride of graph.plan.decode_worker_stride). docs/megakernel.md part 10.
 STAGED_KINDS = tuple(k for k in STAGEABLE_KINDS if k != Kind.RMSNORM_GEMV)
+# Kinds that neither use the stage nor stream weights (hip/runtime/megakernel.cu): the "successor"
+# policy sends the next task's tile while one of them runs.
+LEAVES_STAGE_IDLE = (Kind.ATTN_CHUNK, Kind.CACHE_APPEND, Kind.ROUTE_TOPK, Kind.ROUTE_PARTS_TOPK, Kind.EMBED,
+                     Kind.ARGMAX, Kind.SUM_PARTIALS)
+# Kinds whose task code fills the stage itself (the split-K slices copy their down rows there).
+USES_STAGE = (Kind.GATE_UP_DOWN, Kind.EXPERT_GATE_UP_DOWN)
+# Where a tile is sent ahead of its task's reach (Tuning.stage_ahead):
+#   successor   the tile of the next entry, when that entry waits for this one's event and this one
+#               leaves the stage idle (the merge's W_UV during its chunk; part 6's lookahead)
+#   next-layer  that, and a tile of a later layer sent by the first entry after the stage frees
+#               (the next layer's tiles travel before this layer's expert window, not after it)
+#   from-down   that, and a tile of a later layer sent by a down tile (the expert window's down phase,
+#               where HBM has room: the down tiles stream at their own pace, ~25 GB/s an SM)
+#   early       every tile sent by the first entry after the stage frees
+STAGE_AHEAD = ("successor", "next-layer", "from-down", "early")
+DOWN_KINDS = (Kind.DOWN_ACCUM, Kind.EXPERT_DOWN_ACCUM)
 DEVICE_BYTES = {DType.F32: 4, DType.I32: 4, DType.MODEL: 2}  # the device keeps MODEL weights in bf16
 ALIGN = 16
 
@@ -57,5 +79,43 @@ def stage_table(graph, capacity: int, weight_addresses=None, kinds=STAGED_KINDS)
             continue
         if weight_addresses is not None and (weight_addresses[slot] + begin) % ALIGN:
             continue
-        table[i] = (slot, begin, nbytes)
+        table[i] = (slot, begin, nbytes, -1)
+    return table
+
+
+def _waits_for(task, event) -> bool:
+    return any(e == event and lag == 0 for e, lag in task.inputs)
+
+
+def send_ahead(graph, table: np.ndarray, policy: str = "successor") -> np.ndarray:
+    """Fills the table's `ahead` word (in place, and returns it) for `policy` (STAGE_AHEAD): per worker
+    list, an entry that leaves the stage alone may send the tile of the next staged entry, when no stage
+    user lies between them and the stage is free (its previous user has run, no tile is in flight).
+    Targets lie later in the same list, so no copy is in flight when a step's list (or the launch) ends."""
+    if policy not in STAGE_AHEAD:
+        raise ValueError(f"stage_ahead {policy!r}: one of {', '.join(STAGE_AHEAD)}")
+    table[:, 3] = -1
+    tasks = graph.tasks
+    staged = table[:, 0] >= 0
+    for entries in graph.workers:
+        in_flight = False  # a tile sent ahead, its task not yet reached
+        for k, t in enumerate(entries):
+            if staged[t]:
+                in_flight = False  # reached: its tile is its own; the stage is free once it has run
+                continue
+            if tasks[t].kind in USES_STAGE:
+                in_flight = False
+                continue
+            if in_flight or k + 1 >= len(entries):
+                continue
+            j = next((n for n in entries[k + 1:] if staged[n] or tasks[n].kind in USES_STAGE), None)
+            if j is None or not staged[j]:
+                continue
+            successor = (j == entries[k + 1] and tasks[t].kind in LEAVES_STAGE_IDLE
+                         and _waits_for(tasks[j], tasks[t].out_event))
+            later_layer = tasks[j].layer != tasks[t].layer
+            if (successor or policy == "early" or (policy == "next-layer" and later_layer)
+                    or (policy == "from-down" and later_layer and tasks[t].kind in DOWN_KINDS)):
+                table[t, 3] = j
+                in_flight = True
     return table
