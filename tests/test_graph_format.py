@@ -115,3 +115,22 @@ def test_a_band_of_rows_is_a_view_and_a_band_of_columns_a_contiguous_copy():
     right = derived(cols("m.weight", 2, 6), (4, 4), params, None)
     assert torch.equal(right, w[:, 2:6]) and right.is_contiguous() and right.data_ptr() != w.data_ptr()
     assert derived("m.weight", (4, 6), params, None) is None
+
+
+def test_w_uv_in_column_blocks_holds_each_heads_w_uv_columns_contiguously():
+    import torch
+    from types import SimpleNamespace
+
+    from fleet_decode.graph.derived import W_UV_PARTS, derived
+
+    heads, nope, v, rank, parts = 3, 4, 2, 8, 4
+    kv_b = torch.arange(heads * (nope + v) * rank, dtype=torch.float32).reshape(heads * (nope + v), rank)
+    config = SimpleNamespace(num_attention_heads=heads, qk_nope_head_dim=nope, v_head_dim=v, kv_lora_rank=rank)
+    blocks = derived("model.layers.0." + W_UV_PARTS, (heads * parts * v, rank // parts),
+                     {"model.layers.0.self_attn.kv_b_proj.weight": kv_b}, config)
+    cols = rank // parts
+    for h in range(heads):
+        w_uv = kv_b[h * (nope + v) + nope:(h + 1) * (nope + v)]  # [v, rank]
+        for p in range(parts):
+            first = (h * parts + p) * v
+            assert torch.equal(blocks[first:first + v], w_uv[:, p * cols:(p + 1) * cols])

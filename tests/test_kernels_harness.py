@@ -89,6 +89,15 @@ class TorchTaskKernels:
         self.attention_merge(part_ml[..., 0], part_ml[..., 1], part_o, out_lat)
         self.wuv(out_lat, kv_b, attn_out)
 
+    def attention_merge_cols(self, part_ml, part_o, w_uv_parts, lat_parts, attn_parts):
+        out_lat = torch.empty(part_o.shape[1:], dtype=torch.float32)
+        self.attention_merge(part_ml[..., 0], part_ml[..., 1], part_o, out_lat)
+        heads, latent = out_lat.shape
+        cols = latent // lat_parts
+        blocks = w_uv_parts.view(heads, lat_parts, -1, cols).float()  # [h, part, v, cols]
+        lat = out_lat.view(heads, lat_parts, cols)
+        attn_parts.copy_(torch.einsum("hpvc,hpc->phv", blocks, lat).flatten())
+
     def router_tiles(self, x, norm_weight, eps, w_router, rows_per_tile, top_k, routed_scaling, logits, probs,
                      topk_idx, topk_weight):
         xn = rms_norm(x, norm_weight)

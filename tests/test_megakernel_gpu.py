@@ -158,6 +158,20 @@ def test_staged_weights_change_no_bit_of_the_output(prompt, megakernel, stage_ki
         assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("lat_parts", [2, 4])
+def test_the_merge_cut_by_latent_columns_follows_the_default(model, prompt, megakernel, lat_parts):
+    # Plan.merge_lat_parts: each head's merge and W_UV over a block of latent columns, o_proj adding the
+    # blocks' attn_out vectors. Only the order of fp32 additions differs from the one-task merge.
+    default = megakernel.decode(prompt, 4)
+    cut = Megakernel(model, plan=dataclasses.replace(megakernel.plan, merge_lat_parts=lat_parts, merge_v_parts=1,
+                                                     heads_per_tile=1))
+    assert sum(t.kind.name == "ATTN_MERGE_COLS" for t in cut.graph.tasks) == 16 * lat_parts * 27
+    other = cut.decode(prompt, 4)
+    assert other.tokens == default.tokens
+    for a, b in zip(other.logits, default.logits):
+        assert rel(a, b) < 1e-3
+
+
 @pytest.mark.parametrize("policy", ["next-layer", "early"])
 def test_tiles_sent_ahead_change_no_bit_of_the_output(model, prompt, megakernel, policy):
     # Where a tile's copy starts (kernels.staging.send_ahead) changes only when its bytes land, with

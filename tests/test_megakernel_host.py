@@ -81,15 +81,24 @@ def test_the_decode_plan_spreads_the_lists_by_a_stride_coprime_with_the_workers(
         Plan(workers=workers, worker_stride=stride)
 
 
-def test_the_decode_plan_merges_in_two_parts_where_a_heads_rows_allow():
-    config = get_config("deepseek-coder-v2-lite")  # 128 W_UV rows a head: two parts of 64
-    assert decode_plan(config, 1056, workers=132).merge_v_parts == 2
-    assert decode_plan(config, 1056, workers=132, merge_v_parts=1).merge_v_parts == 1
+def test_the_decode_plan_cuts_the_merge_by_latent_columns_else_in_two_parts():
+    config = get_config("deepseek-coder-v2-lite")  # 512 latent columns: four blocks of 128
+    plan = decode_plan(config, 1056, workers=132)
+    assert (plan.merge_lat_parts, plan.merge_v_parts) == (4, 1)
+    # an override of either is kept; the two-part merge (128 W_UV rows a head: two of 64) where asked for
+    assert (decode_plan(config, 1056, workers=132, merge_v_parts=2).merge_lat_parts, 2) == (1, 2)
+    assert decode_plan(config, 1056, workers=132, merge_lat_parts=1).merge_v_parts == 2
+    assert decode_plan(config, 1056, workers=132, merge_lat_parts=2).merge_v_parts == 1
+    for other in ({"heads_per_tile": 2}, {"router_in_o_proj": True}):  # column blocks need one head, no router
+        assert decode_plan(config, 1056, workers=132, **other).merge_lat_parts == 1, other
     assert decode_plan(config, 1056, workers=132, heads_per_tile=2).merge_v_parts == 1  # parts need one head
-    odd = SimpleNamespace(num_attention_heads=16, v_head_dim=24,  # 12 rows a part: not whole 8-row pieces
+    odd = SimpleNamespace(num_attention_heads=16, v_head_dim=24, kv_lora_rank=500,  # neither splits evenly
                           max_position_embeddings=config.max_position_embeddings)
-    assert decode_plan(odd, 1057, workers=132).merge_v_parts == 1
-    build_graph(config, decode_plan(config, 1056, workers=132), layers=[0, 1])  # a graph the builder accepts
+    assert (decode_plan(odd, 1057, workers=132).merge_lat_parts, decode_plan(odd, 1057, workers=132).merge_v_parts) == (1, 1)
+    for plan in (decode_plan(config, 1056, workers=132), decode_plan(config, 1056, workers=132, merge_lat_parts=1)):
+        build_graph(config, plan, layers=[0, 1])  # graphs the builder accepts
+    with pytest.raises(ValueError, match="merge_lat_parts"):
+        build_graph(config, Plan(workers=132, max_positions=256, merge_lat_parts=3, heads_per_tile=1), layers=[1])
 
 
 def test_the_decode_plan_cuts_heads_only_into_groups_that_divide_them():

@@ -8,6 +8,7 @@ import torch
 
 from fleet_decode.graph import Kind, build_graph
 from fleet_decode.sim import SCHEDULES, check_task_kinds, simulate, simulate_layer
+from fleet_decode.graph.plan import merge_lat_parts_fit
 from fleet_decode.sim.decode import sim_plan
 from fleet_decode.sim.__main__ import main as sim_cli
 from sim_cases import one_thread, TOKENS, case, second_config  # noqa: F401 (one_thread is a fixture)
@@ -120,6 +121,23 @@ def test_merges_with_w_uv_in_parts_match_reference(source, workers, schedule):
                                row_align=2)
     merges = [t for t in build_graph(model.config, plan).tasks if t.kind == Kind.ATTN_MERGE_UV and t.layer == 0]
     assert len(merges) == 2 * model.config.num_attention_heads and {(t.slot, t.args[1]) for t in merges} == {(0, 2), (1, 2)}
+    result = simulate(model, ids, TOKENS, plan=plan, schedule=schedule, seed=workers)
+    assert_follows_reference(result, source)
+
+
+@pytest.mark.parametrize("workers", [3, 17])
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_merges_cut_by_latent_columns_match_reference(source, workers, schedule):
+    """Each head's merge in tasks of a block of latent columns each (Plan.merge_lat_parts; 2 or 3, whichever
+    makes blocks of a multiple of 8): each writes one of the partial attn_out vectors the o_proj tiles add."""
+    model, ids, *_ = case(source)
+    parts = next(p for p in (2, 3) if merge_lat_parts_fit(p, model.config.kv_lora_rank, 1, False))
+    plan = dataclasses.replace(sim_plan(workers, len(ids) + TOKENS, TOKENS), merge_lat_parts=parts, heads_per_tile=1)
+    tasks = build_graph(model.config, plan).tasks
+    merges = [t for t in tasks if t.kind == Kind.ATTN_MERGE_COLS and t.layer == 0]
+    assert len(merges) == parts * model.config.num_attention_heads
+    assert {(t.slot, t.args[1]) for t in merges} == {(p, parts) for p in range(parts)}
+    assert not any(t.kind == Kind.ATTN_MERGE_UV for t in tasks)
     result = simulate(model, ids, TOKENS, plan=plan, schedule=schedule, seed=workers)
     assert_follows_reference(result, source)
 

@@ -61,10 +61,11 @@ def model_and_ids():
 
 
 def graph_for(model, workers, moe_tiles="routing-free", shared_parts=1, attn_head_groups=1, merge_v_parts=1,
-              router_in_o_proj=False):
+              router_in_o_proj=False, merge_lat_parts=1):
     plan = dataclasses.replace(sim_plan(workers, PROMPT + TOKENS, TOKENS), moe_tiles=moe_tiles,
                                shared_parts=shared_parts, attn_head_groups=attn_head_groups,
-                               merge_v_parts=merge_v_parts, heads_per_tile=1 if merge_v_parts > 1 else 2,
+                               merge_v_parts=merge_v_parts, merge_lat_parts=merge_lat_parts,
+                               heads_per_tile=1 if merge_v_parts > 1 or merge_lat_parts > 1 else 2,
                                router_in_o_proj=router_in_o_proj)
     return build_graph(model.config, plan)
 
@@ -117,6 +118,12 @@ MERGE_PART_EDGES = [
     ("L1.attn_merge[1.v1]", "L1.attn_chunk"),
     ("L1.o_proj[0]", "L1.attn_merge"),
 ]
+# each head's merge cut by latent columns (Plan.merge_lat_parts = 2): each block waits on the chunks; o_proj
+# (which adds the blocks' attn_out vectors) on every block
+MERGE_COLS_EDGES = [
+    ("L1.attn_merge[1.c1]", "L1.attn_chunk"),
+    ("L1.o_proj[0]", "L1.attn_merge"),
+]
 # the router's dot products in the o_proj tiles (Plan.router_in_o_proj): the top-k waits on all of them
 ROUTER_IN_O_PROJ_EDGES = [
     ("L1.route_topk", "L1.o_proj"),
@@ -134,6 +141,7 @@ SPLIT_K_ROUTED_EDGES = [
 OPTION_EDGES = [({"shared_parts": 2}, *edge) for edge in SHARED_PARTS_EDGES] + \
     [({"attn_head_groups": 2}, *edge) for edge in HEAD_GROUP_EDGES] + \
     [({"merge_v_parts": 2}, *edge) for edge in MERGE_PART_EDGES] + \
+    [({"merge_lat_parts": 2}, *edge) for edge in MERGE_COLS_EDGES] + \
     [({"router_in_o_proj": True}, *edge) for edge in ROUTER_IN_O_PROJ_EDGES] + \
     [({"moe_tiles": "split-k-routed"}, *edge) for edge in SPLIT_K_ROUTED_EDGES]
 

@@ -42,13 +42,16 @@ def test_every_stageable_kind_is_staged_at_132_workers(graph):
     # the router's kinds of the other plan (Plan.router_in_o_proj) in a graph of their own
     fused = build_graph(get_config("deepseek-coder-v2-lite"),
                         Plan(workers=132, max_positions=256, max_steps=4, router_in_o_proj=True), layers=[0, 1])
-    for g in (graph, fused):
+    # and the merge cut by latent columns
+    cut = build_graph(get_config("deepseek-coder-v2-lite"),
+                      Plan(workers=132, max_positions=256, max_steps=4, merge_lat_parts=4), layers=[0, 1])
+    for g in (graph, fused, cut):
         table = stage_table(g, CAPACITY, kinds=STAGEABLE_KINDS)
         for kind in STAGEABLE_KINDS:
             tasks = [i for i, t in enumerate(g.tasks) if t.kind == kind]
             assert all(table[i, 0] >= 0 for i in tasks), kind.name
     for kind in STAGEABLE_KINDS:
-        assert any(t.kind == kind for g in (graph, fused) for t in g.tasks), kind.name
+        assert any(t.kind == kind for g in (graph, fused, cut) for t in g.tasks), kind.name
 
 
 def test_only_the_kinds_asked_for_are_staged(graph):
@@ -115,6 +118,18 @@ def test_a_merge_in_parts_stages_its_part_of_the_heads_w_uv():
             h, part = t.tile[0], t.slot
             first_row = h * per_head + config.qk_nope_head_dim + part * config.v_head_dim // 2
             assert tuple(table[i]) == (kv_b, first_row * row_bytes, config.v_head_dim // 2 * row_bytes, -1)
+
+
+def test_a_merge_of_latent_columns_stages_its_block_of_w_uv():
+    config = get_config("deepseek-coder-v2-lite")
+    g = build_graph(config, Plan(workers=132, max_positions=256, max_steps=4, merge_lat_parts=4), layers=[1])
+    table = stage_table(g, CAPACITY)
+    w_uv = next(i for i, w in enumerate(g.weights) if w.name == "model.layers.1.self_attn.w_uv_parts")
+    block_bytes = config.v_head_dim * config.kv_lora_rank // 4 * 2
+    merges = [(i, t) for i, t in enumerate(g.tasks) if t.kind == Kind.ATTN_MERGE_COLS]
+    assert len(merges) == 4 * config.num_attention_heads
+    for i, t in merges:
+        assert tuple(table[i]) == (w_uv, (t.tile[0] * 4 + t.slot) * block_bytes, block_bytes, -1)
 
 
 def test_an_o_proj_tile_with_the_router_stages_its_o_proj_rows_only():

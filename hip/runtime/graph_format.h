@@ -5,7 +5,7 @@
  * as their IEEE-754 binary32 bit pattern (read them with a bitcast). */
 #pragma once
 #define FD_GRAPH_MAGIC 0x46445447
-#define FD_GRAPH_VERSION 6
+#define FD_GRAPH_VERSION 7
 #define FD_NONE (-1)
 #define FD_MAX_INPUTS 4
 #define FD_MAX_BUFFERS 6
@@ -28,6 +28,7 @@
 #define FD_RUNTIME_THREADS 256
 #define FD_TASK_THREADS 256
 #define FD_GEMV_ROWS_PER_PASS 2
+#define FD_MAX_MERGE_LAT_PARTS 4
 
 enum fd_kind {
     FD_KIND_EMBED = 1,
@@ -50,6 +51,7 @@ enum fd_kind {
     FD_KIND_SUM_PARTIALS = 18,
     FD_KIND_O_PROJ_ROUTER = 19,
     FD_KIND_ROUTE_PARTS_TOPK = 20,
+    FD_KIND_ATTN_MERGE_COLS = 21,
 };
 enum fd_dtype {
     FD_DTYPE_F32 = 0,
@@ -183,6 +185,12 @@ enum fd_weight_word {
 #define FD_ATTN_MERGE_UV_WT_KV_B 0
 #define FD_ATTN_MERGE_UV_ARG_N_CHUNKS 0
 #define FD_ATTN_MERGE_UV_ARG_V_PARTS 1
+#define FD_ATTN_MERGE_COLS_BUF_PART_O 0
+#define FD_ATTN_MERGE_COLS_BUF_PART_ML 1
+#define FD_ATTN_MERGE_COLS_BUF_ATTN_PARTS 2
+#define FD_ATTN_MERGE_COLS_WT_W_UV_PARTS 0
+#define FD_ATTN_MERGE_COLS_ARG_N_CHUNKS 0
+#define FD_ATTN_MERGE_COLS_ARG_LAT_PARTS 1
 #define FD_O_PROJ_RESIDUAL_BUF_ATTN_OUT 0
 #define FD_O_PROJ_RESIDUAL_BUF_RESIDUAL 1
 #define FD_O_PROJ_RESIDUAL_BUF_H_ATTN 2

@@ -205,7 +205,8 @@ struct fd_task_view {
   int wt_slot[FD_MAX_WEIGHTS];
   int arg[FD_MAX_ARGS];
   int b0, b1, slot;
-  int act_len;  // a DOWN_ACCUM's act length (the down matrix's width): its act buffer's size
+  int act_len;  // its act buffer's size: a DOWN_ACCUM's act length (the down matrix's width), an
+                // O_PROJ_RESIDUAL's attn_out (one vector, or the merge's partial ones)
 };
 
 // The header's model constants, read once per launch.
@@ -235,8 +236,10 @@ __device__ __forceinline__ void fd_resolve_task(const fd_launch_args& a, const i
     v.slot = rec[FD_T_SLOT];
     for (int k = 0; k < FD_MAX_ARGS; ++k) v.arg[k] = rec[FD_T_ARG0 + k];
     v.act_len = 0;
-    if (rec[FD_T_KIND] == FD_KIND_DOWN_ACCUM) {
-      const int* act = h + h[FD_H_BUFFERS_AT] + rec[FD_T_BUF0 + FD_DOWN_ACCUM_BUF_ACT] * FD_BUFFER_WORDS;
+    const int kind = rec[FD_T_KIND];
+    if (kind == FD_KIND_DOWN_ACCUM || kind == FD_KIND_O_PROJ_RESIDUAL) {
+      const int operand = kind == FD_KIND_DOWN_ACCUM ? FD_DOWN_ACCUM_BUF_ACT : FD_O_PROJ_RESIDUAL_BUF_ATTN_OUT;
+      const int* act = h + h[FD_H_BUFFERS_AT] + rec[FD_T_BUF0 + operand] * FD_BUFFER_WORDS;
       v.act_len = act[FD_B_ROWS] * act[FD_B_COLS];
     }
   }
@@ -316,12 +319,26 @@ __device__ __forceinline__ void fd_run_task(const fd_launch_args& a, const fd_mo
       });
       break;
     }
+    case FD_KIND_ATTN_MERGE_COLS: {
+      const float* part_ml = F(FD_ATTN_MERGE_COLS_BUF_PART_ML);
+      const int lat_parts = v.arg[FD_ATTN_MERGE_COLS_ARG_LAT_PARTS];
+      fd_with_weights(staged, [&](auto wl) {
+        fd_task_attention_merge_cols<float, decltype(wl)>(
+            part_ml, part_ml + 1, 2, F(FD_ATTN_MERGE_COLS_BUF_PART_O), v.arg[FD_ATTN_MERGE_COLS_ARG_N_CHUNKS],
+            WM(FD_ATTN_MERGE_COLS_WT_W_UV_PARTS) + static_cast<size_t>(b0 * lat_parts + slot) * kVHead * (kLatent / lat_parts),
+            b0, slot, lat_parts, F(FD_ATTN_MERGE_COLS_BUF_ATTN_PARTS) + static_cast<size_t>(slot * kHeads + b0) * kVHead,
+            smem);
+      });
+      break;
+    }
     case FD_KIND_O_PROJ_RESIDUAL:
+      // attn_out is one vector, or the merge's lat_parts partial ones (ATTN_MERGE_COLS): its size says
       fd_with_weights(staged, [&](auto wl) {
         fd_task_rmsnorm_gemv<float, decltype(wl)>(
             F(FD_O_PROJ_RESIDUAL_BUF_ATTN_OUT), static_cast<const fd_bf16*>(nullptr), 0.f,
             WM(FD_O_PROJ_RESIDUAL_WT_O_PROJ), kHeads * kVHead, b0, b1, F(FD_O_PROJ_RESIDUAL_BUF_RESIDUAL),
-            F(FD_O_PROJ_RESIDUAL_BUF_H_ATTN), F(FD_O_PROJ_RESIDUAL_BUF_H_OUT), smem);
+            F(FD_O_PROJ_RESIDUAL_BUF_H_ATTN), F(FD_O_PROJ_RESIDUAL_BUF_H_OUT), smem, nullptr,
+            v.act_len / (kHeads * kVHead));
       });
       break;
     case FD_KIND_O_PROJ_ROUTER:

@@ -132,6 +132,27 @@ __device__ __forceinline__ void fd_stage(const In* x, int n, Out* out) {
   __syncthreads();
 }
 
+// The sum of `parts` (<= kMaxStageParts) vectors of n values (x, x + n, ...; added in that order)
+// converted to Out, then a barrier; n a multiple of 8. Every part's loads are in flight at once.
+constexpr int kMaxStageParts = FD_MAX_MERGE_LAT_PARTS;
+
+template <class In, class Out>
+__device__ __forceinline__ void fd_stage_sum(const In* x, int n, int parts, Out* out) {
+  for (int v = threadIdx.x; v < n / kVecElems; v += blockDim.x) {
+    float f[kMaxStageParts][8];
+#pragma unroll
+    for (int p = 0; p < kMaxStageParts; ++p)
+      if (p < parts) fd_load_x8(x + static_cast<size_t>(p) * n, v, f[p]);
+#pragma unroll
+    for (int p = 1; p < kMaxStageParts; ++p)
+      if (p < parts)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) f[0][j] += f[p][j];
+    fd_store_x8(out, v, f[0]);
+  }
+  __syncthreads();
+}
+
 // RMSNorm as HF's DeepseekV2RMSNorm: fp32 mean of squares, x * rsqrt(var + eps) cast back to
 // the input's type (bf16: rounded), times the bf16 weight, stored as Out (bf16: rounded again).
 // For an fp32 input that is x * rsqrt(var + eps) * w in fp32. Without a weight

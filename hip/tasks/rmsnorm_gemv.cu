@@ -4,7 +4,8 @@
 // With residual != nullptr the tile adds it (HF's `residual + hidden_states`); with
 // norm_weight == nullptr x is used as is; with out2 != nullptr the result is also written there
 // (the graph's O_PROJ_RESIDUAL writes h_attn and starts the sum in h_out); with out_s != nullptr
-// row r is also kept at out_s[r - row_begin] (shared memory, for the block's own later use). Used for
+// row r is also kept at out_s[r - row_begin] (shared memory, for the block's own later use); with
+// x_parts > 1 (and no norm) x is x_parts vectors of n_in, added in order. Used for
 // q_proj|kv_a_proj (input_layernorm), o_proj (+ residual) and the dense MLP.
 #pragma once  // also included by o_proj_router.cu
 #include "common.h"
@@ -15,9 +16,12 @@ __host__ __device__ constexpr int fd_rmsnorm_gemv_smem_bytes(int n_in) { return 
 template <class Act, class WL = fd_global_weights>
 __device__ void fd_task_rmsnorm_gemv(const Act* x, const fd_bf16* norm_weight, float eps, const fd_bf16* W, int n_in,
                                      int row_begin, int row_end, const Act* residual, Act* out, Act* out2,
-                                     void* smem, Act* out_s = nullptr) {
+                                     void* smem, Act* out_s = nullptr, int x_parts = 1) {
   Act* xs = static_cast<Act*>(smem);
-  fd_rmsnorm(x, norm_weight, eps, n_in, xs);
+  if (norm_weight == nullptr && x_parts > 1)
+    fd_stage_sum(x, n_in, x_parts, xs);
+  else
+    fd_rmsnorm(x, norm_weight, eps, n_in, xs);
   fd_gemv_rows<WL>(W, n_in, xs, row_begin, row_end, [&](int r, float dot) {
     if (fd_lane() != 0) return;
     float y = fd_as_stored<Act>(dot);

@@ -9,10 +9,11 @@ output at run time.
 
 from transformers.models.deepseek_v2.modeling_deepseek_v2 import yarn_apply_mscale
 
-from fleet_decode.graph.derived import W_UK_PARTS, cols, rows, transposed
-from fleet_decode.graph.format import NONE, DType, Kind, Persistence, bits_f32, f32_bits
+from fleet_decode.graph.derived import W_UK_PARTS, W_UV_PARTS, cols, rows, transposed
+from fleet_decode.graph.format import KERNEL_LIMITS, NONE, DType, Kind, Persistence, bits_f32, f32_bits
 from fleet_decode.graph.graph import Buffer, Constants, Event, Graph, Task, Weight
-from fleet_decode.graph.plan import Plan, assign, even_tiles, merge_v_parts_fit, split_k_tiles, tiles
+from fleet_decode.graph.plan import (Plan, assign, even_tiles, merge_lat_parts_fit, merge_v_parts_fit, split_k_tiles,
+                                    tiles)
 from fleet_decode.graph.reads import task_cost
 
 
@@ -123,13 +124,27 @@ def _attention(b: _Builder, layer, h_in, h_in_ready, h_out):
             name = f"{L}attn_chunk[{i}]" if plan.attn_head_groups == 1 else f"{L}attn_chunk[{i}.h{g}]"
             b.task(Kind.ATTN_CHUNK, name, ev_chunk, [(ev_qabs, 0), (ev_cache, 0)],
                    (q_lat, q_pe, ckv, kpe, part_o, part_ml), args=(h0, h0 + group), layer=layer, tile=tile, slot=i)
-    attn_out = b.buffer(L + "attn_out", H * v)
     ev_merge = b.event(L + "attn_merge", layer)
+    lat_parts = plan.merge_lat_parts
+    if lat_parts > 1:
+        if plan.merge_v_parts != 1 or not merge_lat_parts_fit(lat_parts, R, plan.heads_per_tile, plan.router_in_o_proj):
+            raise ValueError(f"plan.merge_lat_parts={lat_parts} needs merge_v_parts 1, heads_per_tile 1, no "
+                             f"router_in_o_proj, at most {KERNEL_LIMITS['MAX_MERGE_LAT_PARTS']} parts and latent "
+                             f"columns ({R}) that split into that many blocks of a multiple of 8")
+        attn_out = b.buffer(L + "attn_out", lat_parts * H * v)  # lat_parts partial vectors, o_proj adds them
+        w_uv = b.weight(p + W_UV_PARTS, (H * lat_parts * v, R // lat_parts))  # derived on the host
+        for h in range(H):
+            for part in range(lat_parts):
+                b.task(Kind.ATTN_MERGE_COLS, f"{L}attn_merge[{h}.c{part}]", ev_merge, [(ev_chunk, 0)],
+                       (part_o, part_ml, attn_out), (w_uv,), (len(chunks), lat_parts), layer=layer, tile=(h, h + 1),
+                       slot=part)
+    else:
+        attn_out = b.buffer(L + "attn_out", H * v)
     parts = plan.merge_v_parts
-    if not merge_v_parts_fit(parts, v, plan.heads_per_tile, plan.row_align):
+    if lat_parts == 1 and not merge_v_parts_fit(parts, v, plan.heads_per_tile, plan.row_align):
         raise ValueError(f"plan.merge_v_parts={parts} needs heads_per_tile 1 and {v} rows a head that split into "
                          f"parts of a multiple of {plan.row_align}")
-    for i, tile in enumerate(tiles(H, plan.heads_per_tile)):
+    for i, tile in enumerate(tiles(H, plan.heads_per_tile) if lat_parts == 1 else []):
         for part in range(parts):
             name = f"{L}attn_merge[{i}]" if parts == 1 else f"{L}attn_merge[{i}.v{part}]"
             b.task(Kind.ATTN_MERGE_UV, name, ev_merge, [(ev_chunk, 0)], (part_o, part_ml, attn_out), (kv_b,),

@@ -1,6 +1,7 @@
 """Weights the graph reads in a layout of its own, derived on the host from the model's parameters
 (as the rope tables are computed there): W_UK cut into column blocks, each block contiguous, so a
-q-absorb task of one (head, column block) streams one contiguous range; transposed down
+q-absorb task of one (head, column block) streams one contiguous range (and W_UV so for the merge
+cut by latent columns); transposed down
 matrices, so a split-K expert slice streams its band of down columns as contiguous rows; and bands
 of a matrix's rows or columns, so each part of the shared experts' MLP has matrices of its own."""
 
@@ -9,6 +10,7 @@ import re
 import torch
 
 W_UK_PARTS = "self_attn.w_uk_parts"  # model.layers.<l>.self_attn.w_uk_parts
+W_UV_PARTS = "self_attn.w_uv_parts"  # model.layers.<l>.self_attn.w_uv_parts
 
 
 def w_uk_parts(kv_b: torch.Tensor, n_heads: int, nope: int, v_head: int, parts: int) -> torch.Tensor:
@@ -20,6 +22,17 @@ def w_uk_parts(kv_b: torch.Tensor, n_heads: int, nope: int, v_head: int, parts: 
     w_uk = kv_b.view(n_heads, nope + v_head, rank)[:, :nope]
     return (w_uk.reshape(n_heads, nope, parts, rank // parts).permute(0, 2, 1, 3)
             .reshape(n_heads * parts * nope, rank // parts).contiguous())
+
+
+def w_uv_parts(kv_b: torch.Tensor, n_heads: int, nope: int, v_head: int, parts: int) -> torch.Tensor:
+    """kv_b_proj.weight [H*(nope+v), R] -> [H*parts*v, R/parts]: row (h*parts + p)*v + d holds
+    W_UV[h][d][p*R/parts : (p+1)*R/parts] (W_UV[h] = rows h*(nope+v)+nope .. +v of kv_b). Same values."""
+    rank = kv_b.shape[1]
+    if rank % parts:
+        raise ValueError(f"kv_lora_rank {rank} does not split into {parts} column blocks")
+    w_uv = kv_b.view(n_heads, nope + v_head, rank)[:, nope:]
+    return (w_uv.reshape(n_heads, v_head, parts, rank // parts).permute(0, 2, 1, 3)
+            .reshape(n_heads * parts * v_head, rank // parts).contiguous())
 
 
 TRANSPOSED = ".transposed"  # <parameter name>.transposed: the parameter's last two dimensions swapped
@@ -51,9 +64,9 @@ def derived(name: str, shape, params: dict, config):
         parent, (axis, begin, end) = params[name[: band.start()]].detach(), band.groups()
         begin, end = int(begin), int(end)
         return parent[begin:end] if axis == "rows" else parent[:, begin:end].contiguous()
-    if not name.endswith("." + W_UK_PARTS):
-        return None
-    layer_prefix = name[: -len(W_UK_PARTS)]
-    kv_b = params[layer_prefix + "self_attn.kv_b_proj.weight"].detach()
-    parts = config.kv_lora_rank // shape[1]
-    return w_uk_parts(kv_b, config.num_attention_heads, config.qk_nope_head_dim, config.v_head_dim, parts)
+    for suffix, blocks in ((W_UK_PARTS, w_uk_parts), (W_UV_PARTS, w_uv_parts)):
+        if name.endswith("." + suffix):
+            kv_b = params[name[: -len(suffix)] + "self_attn.kv_b_proj.weight"].detach()
+            parts = config.kv_lora_rank // shape[1]
+            return blocks(kv_b, config.num_attention_heads, config.qk_nope_head_dim, config.v_head_dim, parts)
+    return None

@@ -8,10 +8,11 @@ import enum
 import struct
 
 MAGIC = 0x46445447  # "FDTG"
-VERSION = 6  # 2: the router cut into expert tiles and a ROUTE_TOPK task; 3: q-absorb by (head, column block);
+VERSION = 7  # 2: the router cut into expert tiles and a ROUTE_TOPK task; 3: q-absorb by (head, column block);
 # 4: split-K expert tiles (GATE_UP_DOWN, EXPERT_GATE_UP_DOWN) and SUM_PARTIALS; 5: ATTN_MERGE_UV's W_UV
 # rows in parts (arg v_parts, slot = the part); 6: the router's dot products in the o_proj tiles
-# (O_PROJ_ROUTER) and the top-k from their partial sums (ROUTE_PARTS_TOPK)
+# (O_PROJ_ROUTER) and the top-k from their partial sums (ROUTE_PARTS_TOPK); 7: the merge cut by latent
+# columns (ATTN_MERGE_COLS), o_proj adding attn_out's parts
 MAX_INPUTS = 4  # input events per task record
 MAX_BUFFERS = 6  # buffer operands per task record
 MAX_WEIGHTS = 4  # weight operands per task record
@@ -28,6 +29,7 @@ KERNEL_LIMITS = dict(
     RUNTIME_THREADS=256,  # threads per worker (block) of the persistent kernel
     TASK_THREADS=256,  # threads per block of the standalone task launchers
     GEMV_ROWS_PER_PASS=2,  # rows a warp streams at once in the GEMV tiles
+    MAX_MERGE_LAT_PARTS=4,  # partial attn_out vectors o_proj adds (Plan.merge_lat_parts)
 )
 
 
@@ -52,6 +54,7 @@ class Kind(enum.IntEnum):
     SUM_PARTIALS = 18
     O_PROJ_ROUTER = 19
     ROUTE_PARTS_TOPK = 20
+    ATTN_MERGE_COLS = 21
 
 
 class DType(enum.IntEnum):
@@ -76,6 +79,10 @@ OPERANDS = {
     Kind.ATTN_CHUNK: (("q_lat", "q_pe", "ckv", "kpe", "part_o", "part_ml"), (), ("head_begin", "head_end")),
     # Heads [tile) merged from n_chunks partials; slot p of v_parts: W_UV rows p*v/v_parts .. of each head.
     Kind.ATTN_MERGE_UV: (("part_o", "part_ml", "attn_out"), ("kv_b",), ("n_chunks", "v_parts")),
+    # Head [tile) merged from n_chunks partials over latent columns block `slot` of lat_parts, times the
+    # same columns of the head's W_UV (w_uv_parts: block (h, slot) contiguous): attn_out's part `slot`.
+    Kind.ATTN_MERGE_COLS: (("part_o", "part_ml", "attn_parts"), ("w_uv_parts",), ("n_chunks", "lat_parts")),
+    # attn_out: one vector, or lat_parts of them (ATTN_MERGE_COLS), added in order before the product.
     Kind.O_PROJ_RESIDUAL: (("attn_out", "residual", "h_attn", "h_out"), ("o_proj",), ()),
     Kind.ROUTER: (("x", "logits"), ("norm", "router"), ()),
     Kind.GATE_UP: (("x", "act"), ("norm", "gate", "up"), ()),

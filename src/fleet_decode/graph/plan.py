@@ -58,6 +58,11 @@ class Plan:
     # Each merge task's W_UV rows cut into this many tasks (heads_per_tile must then be 1): each merges
     # its head's partials and computes 128 / merge_v_parts rows of attn_out, from a smaller staged tile.
     merge_v_parts: int = 1
+    # The merge cut by latent columns instead (ATTN_MERGE_COLS; merge_v_parts and heads_per_tile 1): each
+    # task reads 1/merge_lat_parts of its head's partials and of its W_UV (a block of columns, laid
+    # out contiguously on the host), and writes one of merge_lat_parts partial attn_out vectors that
+    # the o_proj tiles add in order.
+    merge_lat_parts: int = 1
     # The down stage (every slot's down tiles and the shared experts') cut into this many times more,
     # shorter tiles: the down tiles of the slot whose gate/up finishes last then spread over more workers.
     down_split: int = 1
@@ -77,7 +82,8 @@ class Plan:
             raise ValueError(f"moe_tiles must be one of {MOE_TILINGS}, got {self.moe_tiles!r}")
         for name in ("workers", "row_align", "heads_per_tile", "absorb_parts", "attn_chunk", "attn_head_groups",
                      "max_positions",
-                     "max_steps", "split_k_rows", "shared_parts", "down_split", "merge_v_parts", "worker_stride"):
+                     "max_steps", "split_k_rows", "shared_parts", "down_split", "merge_v_parts", "merge_lat_parts",
+                     "worker_stride"):
             if getattr(self, name) < 1:
                 raise ValueError(f"plan.{name} must be >= 1, got {getattr(self, name)}")
         if math.gcd(self.worker_stride, self.workers) != 1:
@@ -116,6 +122,17 @@ CACHE_ROUNDING = 32
 # row_align pieces: 1 % faster in sweeps 48, 49 and 50 (H200, one process each: 2.351 against 2.375,
 # 2.350 against 2.374, 2.355 against 2.381), logits bit-identical. docs/megakernel.md part 11.
 DECODE_MERGE_V_PARTS = 2
+# Better still: each head's merge cut into four blocks of latent columns (Plan.merge_lat_parts), whose
+# task finds the chunk weights in one warp while its partials' loads are in flight: 2.356 against 2.383
+# ms (sweep 64, one process; 2 blocks 2.355). Used where the plan allows it (one head a merge task, no
+# router in the o_proj tiles), else the two-part merge above. docs/megakernel.md part 13.
+DECODE_MERGE_LAT_PARTS = 4
+
+
+def merge_lat_parts_fit(parts: int, kv_rank: int, heads_per_tile: int, router_in_o_proj: bool) -> bool:
+    """Whether the merge can be cut into `parts` blocks of latent columns (graph.build's conditions)."""
+    return (parts <= KERNEL_LIMITS["MAX_MERGE_LAT_PARTS"] and kv_rank % (8 * parts) == 0 and heads_per_tile == 1
+            and not router_in_o_proj)
 
 
 def merge_v_parts_fit(parts: int, v_head_rows: int, heads_per_tile: int, row_align: int) -> bool:
@@ -139,8 +156,9 @@ def decode_plan(config, n_positions: int, workers: int, **overrides) -> Plan:
     cache rows p .. p + n - 1): a cache of just that many rows (rounded up) cut into chunks and head
     groups: the most head groups (of DECODE_HEAD_GROUPS that divide the heads), then the shortest chunk
     (of DECODE_ATTN_CHUNKS), that make at most one task per worker (else one group of the longest
-    chunks); the lists spread by decode_worker_stride; the merge in DECODE_MERGE_V_PARTS parts where a
-    head's W_UV rows allow it. An override of either is kept and the other chosen."""
+    chunks); the lists spread by decode_worker_stride; the merge in DECODE_MERGE_LAT_PARTS blocks of latent
+    columns where the plan allows it, else in DECODE_MERGE_V_PARTS parts where a head's W_UV rows allow
+    it. An override of any of these is kept and the others chosen."""
     rows = -(-n_positions // CACHE_ROUNDING) * CACHE_ROUNDING
     groups = [overrides["attn_head_groups"]] if "attn_head_groups" in overrides else \
         [g for g in DECODE_HEAD_GROUPS if config.num_attention_heads % g == 0]
@@ -148,10 +166,18 @@ def decode_plan(config, n_positions: int, workers: int, **overrides) -> Plan:
     fits = [(g, c) for g in groups for c in chunks if -(-rows // c) * g <= workers]
     group, chunk = fits[0] if fits else (groups[-1], chunks[-1])
     v_rows, align = config.v_head_dim, overrides.get("row_align", Plan.row_align)
-    v_parts = DECODE_MERGE_V_PARTS if merge_v_parts_fit(DECODE_MERGE_V_PARTS, v_rows,
-                                                        overrides.get("heads_per_tile", 1), align) else 1
+    heads_per_tile = overrides.get("heads_per_tile", 1)
+    lat_parts = 1
+    if "merge_v_parts" not in overrides and merge_lat_parts_fit(
+            DECODE_MERGE_LAT_PARTS, getattr(config, "kv_lora_rank", 0) or 1, heads_per_tile,
+            overrides.get("router_in_o_proj", False)):
+        lat_parts = DECODE_MERGE_LAT_PARTS
+    lat_parts = overrides.get("merge_lat_parts", lat_parts)
+    v_parts = DECODE_MERGE_V_PARTS if lat_parts == 1 and merge_v_parts_fit(DECODE_MERGE_V_PARTS, v_rows,
+                                                                           heads_per_tile, align) else 1
     overrides = {"max_positions": rows, "attn_chunk": chunk, "attn_head_groups": group,
-                 "worker_stride": decode_worker_stride(workers), "merge_v_parts": v_parts, **overrides}
+                 "worker_stride": decode_worker_stride(workers), "merge_v_parts": v_parts,
+                 "merge_lat_parts": lat_parts, **overrides}
     return default_plan(config, workers=workers, **overrides)
 
 

@@ -46,6 +46,9 @@ def weight_reads(task, graph) -> list[WeightRead]:
         v0 = c.qk_nope + task.slot * part_rows
         return [WeightRead(task.weights[0], -1, h * per_head + v0, h * per_head + v0 + part_rows, c.kv_rank)
                 for h in range(r0, r1)]
+    if k == Kind.ATTN_MERGE_COLS:  # the (head, column block)'s v rows of w_uv_parts: one contiguous range
+        first = (r0 * task.args[1] + task.slot) * c.v_head
+        return [WeightRead(task.weights[0], -1, first, first + c.v_head, shape[0][1])]
     if k == Kind.CACHE_APPEND:
         return [whole(0), one_row(1), one_row(2)]
     if k == Kind.O_PROJ_RESIDUAL:

@@ -27,6 +27,7 @@ SIGNATURES = {
     "rope_q_absorb": [P, P, I, P, P, I, I, P, P, I],
     "attention_chunk": [P, P, P, P, I, I, I, I, F, P, P, P, I],
     "attention_merge_uv": [P, P, I, P, I, P, I],
+    "attention_merge_cols": [P, P, I, P, I, P, I],
     "router_tiles": [P, P, F, P, I, I, I, I, F, P, P, P, P, I],
     "o_proj_router": [P, P, I, I, I, P, P, P, P, I, F, I, F, P, P, P, P, I],
     "expert_gate_up": [P, P, F, P, P, L, P, I, I, I, I, P, I],
@@ -124,6 +125,12 @@ class TaskKernels:
         """part_ml: [n_chunks, heads, 2] interleaved (m, l), as the task graph's buffer."""
         self._launch("attention_merge_uv", ptr(part_ml, torch.float32), ptr(part_o, torch.float32),
                      part_ml.shape[0], ptr(kv_b, torch.bfloat16), heads_per_tile, act(attn_out), is_f32(attn_out))
+
+    def attention_merge_cols(self, part_ml, part_o, w_uv_parts, lat_parts, attn_parts):
+        """The task graph's ATTN_MERGE_COLS for every (head, column block): w_uv_parts in the graph's layout
+        (fleet_decode.graph.derived), attn_parts [lat_parts, heads * v_head]."""
+        self._launch("attention_merge_cols", ptr(part_ml, torch.float32), ptr(part_o, torch.float32),
+                     part_ml.shape[0], ptr(w_uv_parts, torch.bfloat16), lat_parts, act(attn_parts), is_f32(attn_parts))
 
     def router_tiles(self, x, norm_weight, eps, w_router, rows_per_tile, top_k, routed_scaling, logits, probs,
                      topk_idx, topk_weight):

@@ -179,7 +179,7 @@ def _check_graph(graph, n_sm, scratch_bytes: int):
         if t.kind == Kind.SUM_PARTIALS and (t.tile[0] % 4 or t.tile[1] % 4 or c.hidden % 4):
             raise MegakernelError(f"{t.name} sums rows [{t.tile[0]}, {t.tile[1]}); the kernel reads 4 at a time: "
                                   f"both ends must be multiples of 4")
-        if t.kind == Kind.ATTN_MERGE_UV and t.args[0] > max_merge:
+        if t.kind in (Kind.ATTN_MERGE_UV, Kind.ATTN_MERGE_COLS) and t.args[0] > max_merge:
             raise MegakernelError(f"{t.name} merges {t.args[0]} chunks, the merge task holds at most "
                                   f"{max_merge}: use longer attention chunks")
 

@@ -24,7 +24,7 @@ NOT_STAGED = (-1, 0, 0, -1)  # ahead: the task whose tile this one's reach sends
 # The kinds whose task functions take the weight-load policy (hip/tasks/common.h fd_staged_weights):
 # the attention chain and the router, whose tiles fit a stage; expert and lm_head tiles do not.
 STAGEABLE_KINDS = (Kind.RMSNORM_GEMV, Kind.ROPE_Q_ABSORB, Kind.ATTN_MERGE_UV, Kind.O_PROJ_RESIDUAL, Kind.ROUTER,
-                   Kind.O_PROJ_ROUTER)
+                   Kind.O_PROJ_ROUTER, Kind.ATTN_MERGE_COLS)
 # The ones staged by default (Tuning.staged_kinds overrides): a stage copy is HBM traffic beside
 # whatever else runs when it is issued, so staging a kind can cost more than it saves. The q/kv tiles
 # (RMSNORM_GEMV) are not staged: their copies were issued during the previous layer's expert window,

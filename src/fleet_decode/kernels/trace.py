@@ -201,7 +201,8 @@ def _wake_and_gap(graph, t: np.ndarray, fire: np.ndarray) -> tuple[np.ndarray, n
 
 
 # The kinds of the chain from a layer's input to its top-k whose weights the runtime stages.
-CHAIN_KINDS = ("RMSNORM_GEMV", "ROPE_Q_ABSORB", "ATTN_MERGE_UV", "O_PROJ_RESIDUAL", "ROUTER", "O_PROJ_ROUTER")
+CHAIN_KINDS = ("RMSNORM_GEMV", "ROPE_Q_ABSORB", "ATTN_MERGE_UV", "ATTN_MERGE_COLS", "O_PROJ_RESIDUAL", "ROUTER",
+               "O_PROJ_ROUTER")
 
 
 def chain_view(s: dict) -> dict:

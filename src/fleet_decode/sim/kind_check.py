@@ -174,12 +174,11 @@ def _attn_chunk(t):
                   _error(ml[:, 0], scores[h0:h1, p0:p1].max(-1).values))
 
 
-@checks_on_simulator(Kind.ATTN_MERGE_UV)
-def _attn_merge_uv(t):
-    H, R, nope, v = t.c.n_heads, t.c.kv_rank, t.c.qk_nope, t.c.v_head
+def _run_on_partials(k, t):
+    """Runs a merge case on the chunk partials of layer 0's attention (from the exact scores)."""
+    H, R = t.c.n_heads, t.c.kv_rank
     _, _, ckv, _, scores = t.attention
-    k = t.case(Kind.ATTN_MERGE_UV, "L0.")
-    chunks = [task.tile for task in t.graph.tasks if task.kind == Kind.ATTN_CHUNK and task.layer == 0]
+    chunks = [task.tile for task in k.sim.graph.tasks if task.kind == Kind.ATTN_CHUNK and task.layer == 0]
     for i, (p0, p1) in enumerate(chunks):
         s = scores[:, p0:p1]
         m = s.max(-1).values
@@ -187,6 +186,14 @@ def _attn_merge_uv(t):
         k.put("part_o", e @ ckv[p0:p1], at=i * H * R)
         k.put("part_ml", torch.stack((m, e.sum(-1)), -1), at=i * H * 2)
     k.run()
+
+
+@checks_on_simulator(Kind.ATTN_MERGE_UV)
+def _attn_merge_uv(t):
+    H, nope, v = t.c.n_heads, t.c.qk_nope, t.c.v_head
+    _, _, ckv, _, scores = t.attention
+    k = t.case(Kind.ATTN_MERGE_UV, "L0.")
+    _run_on_partials(k, t)
     (h0, h1), part_rows = k.task.tile, v // k.task.args[1]
     v0 = nope + k.task.slot * part_rows
     out_lat = torch.softmax(scores, -1) @ ckv
@@ -194,16 +201,35 @@ def _attn_merge_uv(t):
     return _error(k.out("attn_out").view(H, v)[h0:h1, v0 - nope:v0 - nope + part_rows], want)
 
 
+@checks_on_simulator(Kind.ATTN_MERGE_COLS)
+def _attn_merge_cols(t):
+    H, R, nope = t.c.n_heads, t.c.kv_rank, t.c.qk_nope
+    _, _, ckv, _, scores = t.attention
+    k = t.plan_case(Kind.ATTN_MERGE_COLS, "L0.attn_merge[1.c1]", merge_lat_parts=2, heads_per_tile=1)
+    _run_on_partials(k, t)
+    h, part, parts = k.task.tile[0], k.task.slot, k.task.args[1]
+    c0, c1 = part * R // parts, (part + 1) * R // parts
+    out_lat = (torch.softmax(scores, -1) @ ckv)[h, c0:c1]
+    want = t.kv_b[c0:c1, h, nope:].T @ out_lat  # this block's columns' share of the head's attn_out
+    v = t.c.v_head
+    return _error(k.out("attn_parts")[(part * H + h) * v:(part * H + h + 1) * v], want)
+
+
 @checks_on_simulator(Kind.O_PROJ_RESIDUAL)
 def _o_proj_residual(t):
-    k = t.case(Kind.O_PROJ_RESIDUAL, "L0.")
-    attn_out, residual = t.rand(t.c.n_heads * t.c.v_head), t.rand(t.c.hidden)
-    k.put("attn_out", attn_out)
-    k.put("residual", residual)
-    k.run()
-    r0, r1 = k.task.tile
-    want = (residual + t.dense.self_attn.o_proj(attn_out))[r0:r1]
-    return _worst(_error(k.out("h_attn")[r0:r1], want), _error(k.out("h_out")[r0:r1], want))
+    """attn_out whole, and in two partial vectors (after ATTN_MERGE_COLS) that the tile adds."""
+    errors = []
+    for parts in (1, 2):
+        k = (t.case(Kind.O_PROJ_RESIDUAL, "L0.") if parts == 1 else
+             t.plan_case(Kind.O_PROJ_RESIDUAL, "L0.", merge_lat_parts=parts, heads_per_tile=1))
+        pieces, residual = [t.rand(t.c.n_heads * t.c.v_head) for _ in range(parts)], t.rand(t.c.hidden)
+        k.put("attn_out", torch.cat(pieces))
+        k.put("residual", residual)
+        k.run()
+        r0, r1 = k.task.tile
+        want = (residual + t.dense.self_attn.o_proj(sum(pieces)))[r0:r1]
+        errors += [_error(k.out("h_attn")[r0:r1], want), _error(k.out("h_out")[r0:r1], want)]
+    return _worst(*errors)
 
 
 def _router_parts(t, h, r0, r1):

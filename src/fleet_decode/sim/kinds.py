@@ -139,10 +139,43 @@ def attn_merge_uv(ctx):
         ctx.write("attn_out", h * c.v_head + v0, out[h - h0])
 
 
+def _merged(ctx, h, col0, col1):
+    """Head h's merge of the chunks' partials over latent columns [col0, col1) (fp32)."""
+    c = ctx.c
+    H, R, n = c.n_heads, c.kv_rank, ctx.arg(0)
+    o = torch.stack([ctx.read("part_o", (k * H + h) * R + col0, (k * H + h) * R + col1) for k in range(n)])
+    ml = torch.stack([ctx.read("part_ml", (k * H + h) * 2, (k * H + h) * 2 + 2) for k in range(n)])
+    m, l = ml[:, 0], ml[:, 1]
+    scale = torch.exp(m - m.max())  # empty chunks have m = -inf and weigh 0
+    return (scale[:, None] * o).sum(dim=0) / (scale * l).sum()
+
+
+@simulates(Kind.ATTN_MERGE_COLS)
+def attn_merge_cols(ctx):
+    """A head's merge over one block of latent columns, times those columns of its W_UV: one of
+    lat_parts partial attn_out vectors (o_proj adds them)."""
+    c, h, part, parts = ctx.c, ctx.task.tile[0], ctx.task.slot, ctx.arg(1)
+    cols = c.kv_rank // parts
+    out_lat = _merged(ctx, h, part * cols, (part + 1) * cols)
+    first = (h * parts + part) * c.v_head  # the block's rows in w_uv_parts (graph.derived)
+    w_uv = ctx.weight("w_uv_parts")[first:first + c.v_head]
+    ctx.write("attn_parts", (part * c.n_heads + h) * c.v_head, w_uv.float() @ out_lat)
+
+
+def _attn_out(ctx):
+    """attn_out, or the sum of its lat_parts partial vectors in part order (ATTN_MERGE_COLS)."""
+    x = ctx.read("attn_out").float()
+    n = ctx.c.n_heads * ctx.c.v_head
+    total = x[:n].clone()
+    for part in range(1, x.numel() // n):
+        total += x[part * n:(part + 1) * n]
+    return total
+
+
 @simulates(Kind.O_PROJ_RESIDUAL)
 def o_proj_residual(ctx):
     r0, r1 = ctx.task.tile
-    projected = linear(ctx.read("attn_out"), ctx.weight("o_proj")[r0:r1])
+    projected = linear(_attn_out(ctx), ctx.weight("o_proj")[r0:r1])
     out = ctx.read("residual", r0, r1).float() + projected
     ctx.write("h_attn", r0, out)
     ctx.write("h_out", r0, out)  # the start of the sum the MLP tiles add into

@@ -9,7 +9,7 @@ import math
 
 import torch
 
-from fleet_decode.graph.derived import w_uk_parts
+from fleet_decode.graph.derived import w_uk_parts, w_uv_parts
 from fleet_decode.graph.format import Kind
 from fleet_decode.kernels.checks.harness import (ABSORB_PARTS, BF16_TOL, F32_TOL, ROUTER_TILE_ROWS, Grid,
                                                  Inputs, Result, Shapes, measure, poisoned, result, row_name, sync,
@@ -151,6 +151,30 @@ def check_attention_merge_uv(k, s, rnd, grid, dtype=F32) -> Result:
     return result(row_name(Kind.ATTN_MERGE_UV, dtype), errs, tol_for(dtype, BF16_TOL),
                   f"{m.shape[0]} chunks (one empty), W_UV [{s.heads},{s.v_head},{s.kv_lora}], one head per tile",
                   us, nbytes, written)
+
+
+@checks_on_device(Kind.ATTN_MERGE_COLS)
+def check_attention_merge_cols(k, s, rnd, grid, dtype=F32, lat_parts=4) -> Result:
+    m, l, o = random_partials(s, rnd)
+    part_ml = torch.stack([m, l], -1).contiguous()
+    nbytes = s.heads * s.v_head * s.kv_lora * 2
+    kv_bs = [rnd.randn(s.heads * (s.nope + s.v_head), s.kv_lora, std=0.02) for _ in range(rnd.copies(nbytes))]
+    blocks = [w_uv_parts(kv_b, s.heads, s.nope, s.v_head, lat_parts) for kv_b in kv_bs]  # the graph's layout
+    attn_parts = poisoned(lat_parts * s.heads * s.v_head, dtype=dtype, device=rnd.device)
+    k.attention_merge_cols(part_ml, o, blocks[0], lat_parts, attn_parts)
+    sync(rnd.device)
+    w_uv = kv_bs[0].view(s.heads, s.nope + s.v_head, s.kv_lora)[:, s.nope:].double()
+    out_lat = merge_ref(m, l, o)
+    cols = s.kv_lora // lat_parts
+    ref = torch.stack([torch.einsum("hdc,hc->hd", w_uv[..., p * cols:(p + 1) * cols], out_lat[:, p * cols:(p + 1) * cols])
+                       for p in range(lat_parts)]).flatten()
+    written = not unwritten(attn_parts)
+    errs = measure([(attn_parts, ref)])
+    us = time_launches([lambda w=w: k.attention_merge_cols(part_ml, o, w, lat_parts, attn_parts) for w in blocks],
+                       rnd.device)
+    return result(row_name(Kind.ATTN_MERGE_COLS, dtype), errs, tol_for(dtype, BF16_TOL),
+                  f"{m.shape[0]} chunks (one empty), W_UV [{s.heads},{s.v_head},{s.kv_lora}] in {lat_parts} column "
+                  f"blocks, one (head, block) per tile", us, nbytes, written)
 
 
 @checks_on_device(Kind.O_PROJ_RESIDUAL)
