@@ -5,7 +5,8 @@
     nvdisasm -g -c -fun fd_megakernel X.sm_90a.cubin | python docs/next/code_size.py --top 40
 
 Each instruction counts for the innermost file and line that nvdisasm names above it ("//## File
-..., line N", before any "inlined at"), so an inlined task function's code counts for its own file.
+..., line N"). With nvdisasm -gi, whose line records also name where the code was inlined, --by-task
+counts it for the outermost hip/tasks/*.cu of that chain instead (the task kind whose code it is).
 """
 import argparse
 import collections
@@ -13,12 +14,15 @@ import re
 import sys
 
 LINE = re.compile(r'//## File "([^"]+)", line (\d+)')
+PLACE = re.compile(r'"([^"]+)", line (\d+)')
 INSTR = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(\S.*?);")
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--top", type=int, default=30, help="how many source lines to list")
+    parser.add_argument("--by-task", action="store_true",
+                        help="count inlined code for the outermost task file of its inline chain (nvdisasm -gi)")
     args = parser.parse_args()
     where = ("?", 0)
     per_file, per_line = collections.Counter(), collections.Counter()
@@ -26,8 +30,9 @@ def main():
     for text in sys.stdin:
         m = LINE.search(text)
         if m:
-            if "inlined at" not in text:
-                where = (m.group(1).split("/hip/")[-1], int(m.group(2)))
+            chain = [(f.split("/hip/")[-1], int(n)) for f, n in PLACE.findall(text)]
+            tasks = [c for c in chain if c[0].startswith(("tasks/", "runtime/../tasks/")) and c[0].endswith(".cu")]
+            where = tasks[-1] if args.by_task and tasks else chain[0]
             continue
         if INSTR.match(text):
             total += 1
