@@ -9,6 +9,16 @@ build() { local d=$PWD/lab/$1; shift; [ -f $d/lib/libfleet_kernels.so ] && retur
   rm -rf $d && mkdir -p $d && cp -r hip $d/ && (cd $d && for p in "$@"; do patch -p1 -s $p || exit 1; done) || return 1
   python3 -m fleet_decode.kernels.build --arch sm_90a --hip-dir $d/hip --out $d/lib --jobs 7 > $d/build.log 2>&1 || tail -20 $d/build.log; }
 build main & wait  # a variant: build NAME "-i $PWD/PATCH" &, then $(L NAME) and "default@NAME" below
+# GRAPH_PATCH: a patch of the Python side (a timing-only knockout's Plan fields) applied to this copy
+[ -n "$GRAPH_PATCH" ] && { patch -p1 -s < "$GRAPH_PATCH" || { echo "GRAPH_PATCH does not apply"; exit 1; }; }
+# CODESIZE=1: the megakernel's instructions per source line, and per task kind where nvdisasm offers -gi
+if [ "${CODESIZE:-0}" = 1 ]; then
+  cuda=${CUDA_BIN:-/usr/local/cuda-13.0/bin} root=$PWD
+  mkdir -p /tmp/t/cubin && ( cd /tmp/t/cubin && $cuda/cuobjdump -xelf all $root/lab/main/lib/libfleet_kernels.so >/dev/null &&
+    { $cuda/nvdisasm -gi -c megakernel.sm_90a.cubin 2>/dev/null || $cuda/nvdisasm -g -c megakernel.sm_90a.cubin; } > /tmp/t/mk.sass &&
+    python3 $root/docs/next/code_size.py --by-task --top 60 < /tmp/t/mk.sass > /tmp/t/code_size.txt &&
+    head -30 /tmp/t/code_size.txt; gzip -f /tmp/t/mk.sass ); rm -rf /tmp/t/cubin
+fi
 echo "builds $(( $(date +%s) - t0 )) s"
 L() { echo "--library $1=$PWD/lab/$1/lib/libfleet_kernels.so"; }
 mkdir -p /tmp/t
