@@ -1,5 +1,6 @@
 """Lab only: per kind and phase, mean microseconds of thread 0 between FD_PHASE marks. Apply
-phase-marks.patch to a copy of hip/ (cd COPY && patch -p1 < phase-marks.patch), build it
+phase-marks-e2bd5a0.patch (today's kernels, with marks in the merge by latent columns; phase-marks.patch
+is the form of part 7) to a copy of hip/ (cd COPY && patch -p1 < phase-marks-e2bd5a0.patch), build it
 (python -m fleet_decode.kernels.build --hip-dir COPY/hip --out COPY/lib), then on the GPU host:
     PYTHONPATH=src python docs/measurements/phases/phase.py COPY/lib/libfleet_kernels.so
 The marks cost time themselves (their atomics): compare phases within one run, not across builds."""
@@ -30,9 +31,13 @@ def read():
     return sums.astype(np.float64), counts.astype(np.float64)
 
 
-SHOW = (Kind.RMSNORM_GEMV, Kind.ROPE_Q_ABSORB, Kind.ATTN_CHUNK, Kind.ATTN_MERGE_UV, Kind.O_PROJ_RESIDUAL, Kind.ROUTER,
-        Kind.ROUTE_TOPK)
-for excluded in ([], [Kind.O_PROJ_RESIDUAL], [Kind.O_PROJ_RESIDUAL, Kind.ROUTER], [Kind.RMSNORM_GEMV], []):
+SHOW = (Kind.RMSNORM_GEMV, Kind.ROPE_Q_ABSORB, Kind.ATTN_CHUNK, Kind.ATTN_MERGE_UV, Kind.ATTN_MERGE_COLS,
+        Kind.O_PROJ_RESIDUAL, Kind.ROUTER, Kind.ROUTE_TOPK)
+# The default staging only; PHASE_ALL=1 also times the staged-kind sets of part 7.
+import os  # noqa: E402
+CONFIGS = ([], [Kind.O_PROJ_RESIDUAL], [Kind.O_PROJ_RESIDUAL, Kind.ROUTER], [Kind.RMSNORM_GEMV], []) \
+    if os.environ.get("PHASE_ALL") == "1" else ([],)
+for excluded in CONFIGS:
     staging.STAGED_KINDS = tuple(k for k in DEFAULT_KINDS if k not in excluded)
     mk = Megakernel(model, plan=decode_plan(model.config, 1024 + 32 + 1, n_sm), lib=lib)
     mk.prefill(prompt)
