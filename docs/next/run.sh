@@ -9,8 +9,9 @@ build() { local d=$PWD/lab/$1; shift; [ -f $d/lib/libfleet_kernels.so ] && retur
   rm -rf $d && mkdir -p $d && cp -r hip $d/ && (cd $d && for p in "$@"; do patch -p1 -s $p || exit 1; done) || return 1
   python3 -m fleet_decode.kernels.build --arch sm_90a --hip-dir $d/hip --out $d/lib --jobs 7 > $d/build.log 2>&1 || tail -20 $d/build.log; }
 build main & wait  # a variant: build NAME "-i $PWD/PATCH" &, then $(L NAME) and "default@NAME" below
-# GRAPH_PATCH: a patch of the Python side (a timing-only knockout's Plan fields) applied to this copy
-[ -n "$GRAPH_PATCH" ] && { patch -p1 -s < "$GRAPH_PATCH" || { echo "GRAPH_PATCH does not apply"; exit 1; }; }
+# GRAPH_PATCH: patches of the Python side (space-separated; a timing-only knockout's Plan fields, a tail
+# kind) applied to this copy
+for p in $GRAPH_PATCH; do patch -p1 -s < "$p" || { echo "GRAPH_PATCH $p does not apply"; exit 1; }; done
 # CODESIZE=1: the megakernel's instructions per source line, and per task kind where nvdisasm offers -gi
 if [ "${CODESIZE:-0}" = 1 ]; then
   cuda=${CUDA_BIN:-/usr/local/cuda-13.0/bin} root=$PWD
