@@ -86,7 +86,8 @@ def test_the_decode_plan_cuts_the_merge_by_latent_columns_else_in_two_parts():
     plan = decode_plan(config, 1056, workers=132)
     assert (plan.merge_lat_parts, plan.merge_v_parts) == (4, 1)
     # an override of either is kept; the two-part merge (128 W_UV rows a head: two of 64) where asked for
-    assert (decode_plan(config, 1056, workers=132, merge_v_parts=2).merge_lat_parts, 2) == (1, 2)
+    two_parts = decode_plan(config, 1056, workers=132, merge_v_parts=2)
+    assert (two_parts.merge_lat_parts, two_parts.merge_v_parts) == (1, 2)
     assert decode_plan(config, 1056, workers=132, merge_lat_parts=1).merge_v_parts == 2
     assert decode_plan(config, 1056, workers=132, merge_lat_parts=2).merge_v_parts == 1
     for other in ({"heads_per_tile": 2}, {"router_in_o_proj": True}):  # column blocks need one head, no router
@@ -94,7 +95,8 @@ def test_the_decode_plan_cuts_the_merge_by_latent_columns_else_in_two_parts():
     assert decode_plan(config, 1056, workers=132, heads_per_tile=2).merge_v_parts == 1  # parts need one head
     odd = SimpleNamespace(num_attention_heads=16, v_head_dim=24, kv_lora_rank=500,  # neither splits evenly
                           max_position_embeddings=config.max_position_embeddings)
-    assert (decode_plan(odd, 1057, workers=132).merge_lat_parts, decode_plan(odd, 1057, workers=132).merge_v_parts) == (1, 1)
+    odd_plan = decode_plan(odd, 1057, workers=132)
+    assert (odd_plan.merge_lat_parts, odd_plan.merge_v_parts) == (1, 1)
     for plan in (decode_plan(config, 1056, workers=132), decode_plan(config, 1056, workers=132, merge_lat_parts=1)):
         build_graph(config, plan, layers=[0, 1])  # graphs the builder accepts
     with pytest.raises(ValueError, match="merge_lat_parts"):

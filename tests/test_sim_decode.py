@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from fleet_decode.graph import Kind, build_graph
-from fleet_decode.sim import SCHEDULES, check_task_kinds, simulate, simulate_layer
 from fleet_decode.graph.plan import merge_lat_parts_fit
+from fleet_decode.sim import SCHEDULES, check_task_kinds, simulate, simulate_layer
 from fleet_decode.sim.decode import sim_plan
 from fleet_decode.sim.__main__ import main as sim_cli
 from sim_cases import one_thread, TOKENS, case, second_config  # noqa: F401 (one_thread is a fixture)
