@@ -325,7 +325,9 @@ __device__ __forceinline__ void fd_run_task(const fd_launch_args& a, const fd_mo
       fd_with_weights(staged, [&](auto wl) {
         fd_task_attention_merge_cols<float, decltype(wl)>(
             part_ml, part_ml + 1, 2, F(FD_ATTN_MERGE_COLS_BUF_PART_O), v.arg[FD_ATTN_MERGE_COLS_ARG_N_CHUNKS],
-            WM(FD_ATTN_MERGE_COLS_WT_W_UV_PARTS), b0, slot, lat_parts, F(FD_ATTN_MERGE_COLS_BUF_ATTN_PARTS), smem);
+            WM(FD_ATTN_MERGE_COLS_WT_W_UV_PARTS) + static_cast<size_t>(b0 * lat_parts + slot) * kVHead * (kLatent / lat_parts),
+            b0, slot, lat_parts, F(FD_ATTN_MERGE_COLS_BUF_ATTN_PARTS) + static_cast<size_t>(slot * kHeads + b0) * kVHead,
+            smem);
       });
       break;
     }

@@ -73,7 +73,8 @@ class Tuning:
         if unknown:
             raise ValueError(f"staged_kinds {unknown} cannot be staged; the runtime stages {stageable}")
         check_tail_kinds(self.tail_kinds)
-        staging.check_stage_ahead(self.stage_ahead)
+        if self.stage_ahead not in staging.STAGE_AHEAD:
+            raise ValueError(f"stage_ahead {self.stage_ahead!r}: one of {', '.join(staging.STAGE_AHEAD)}")
 
     # Read when a Megakernel builds its tables (the tails' graph, the stage table): a Megakernel's
     # tuning may change only the other fields between launches.

@@ -87,17 +87,13 @@ def _waits_for(task, event) -> bool:
     return any(e == event and lag == 0 for e, lag in task.inputs)
 
 
-def check_stage_ahead(policy: str) -> None:
-    if policy not in STAGE_AHEAD:
-        raise ValueError(f"stage_ahead {policy!r}: one of {', '.join(STAGE_AHEAD)}")
-
-
 def send_ahead(graph, table: np.ndarray, policy: str = "successor") -> np.ndarray:
     """Fills the table's `ahead` word (in place, and returns it) for `policy` (STAGE_AHEAD): per worker
     list, an entry that leaves the stage alone may send the tile of the next staged entry, when no stage
     user lies between them and the stage is free (its previous user has run, no tile is in flight).
     Targets lie later in the same list, so no copy is in flight when a step's list (or the launch) ends."""
-    check_stage_ahead(policy)
+    if policy not in STAGE_AHEAD:
+        raise ValueError(f"stage_ahead {policy!r}: one of {', '.join(STAGE_AHEAD)}")
     table[:, 3] = -1
     tasks = graph.tasks
     staged = table[:, 0] >= 0
