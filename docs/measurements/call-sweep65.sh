@@ -1,3 +1,4 @@
+# As run for sweep 65 (2026-12-03); the cache-append patch has since moved to docs/dropped/.
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 t0=$(date +%s); mkdir -p /tmp/t
 for p in docs/measurements/knockouts/attention-stages-off.patch docs/next/cache-append-tail.patch; do patch -p1 -s < $p || echo "PATCH FAIL $p"; done
