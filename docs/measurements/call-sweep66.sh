@@ -1,3 +1,4 @@
+# As run for sweep 66 and trace 83 (2026-12-03); the half-row patch is now docs/dropped/merge-wuv-half-rows.patch.
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 t0=$(date +%s); mkdir -p /tmp/t
 L() { echo "--library $1=$PWD/lab/$1/lib/libfleet_kernels.so"; }
