@@ -14,7 +14,7 @@ import pytest
 from fleet_decode.graph import Plan, build_graph, decode_plan
 from fleet_decode.graph.format import ACCUMULATES, KERNEL_LIMITS, Kind
 from fleet_decode.kernels import lab
-from fleet_decode.kernels.runtime import LaunchArgs, MegakernelError, _check_graph, add_order
+from fleet_decode.kernels.runtime import VIEW, VIEW_BYTES, LaunchArgs, MegakernelError, _check_graph, add_order, task_views
 
 MAX_ATTN_CHUNK = KERNEL_LIMITS["MAX_ATTN_CHUNK"]
 RUNTIME = Path(__file__).resolve().parents[1] / "hip" / "runtime" / "megakernel.cu"
@@ -193,7 +193,8 @@ def test_a_sweep_times_a_library_with_the_variants_picked_for_it(monkeypatch, ca
 
 _CTYPES = {"const int*": ctypes.c_void_p, "void* const*": ctypes.c_void_p, "const void* const*": ctypes.c_void_p,
            "int*": ctypes.c_void_p, "float*": ctypes.c_void_p, "unsigned long long*": ctypes.c_void_p,
-           "const long long*": ctypes.c_void_p, "const float*": ctypes.c_void_p, "double": ctypes.c_double,
+           "const long long*": ctypes.c_void_p, "const float*": ctypes.c_void_p, "const void*": ctypes.c_void_p,
+           "double": ctypes.c_double,
            "int": ctypes.c_int, "float": ctypes.c_float, "unsigned int": ctypes.c_uint}
 
 
@@ -206,6 +207,43 @@ def test_the_launch_struct_mirrors_the_runtime_field_by_field():
     assert [name for _, name in fields] == [name for name, _ in LaunchArgs._fields_]
     for (ctype, name), (_, mirrored) in zip(fields, LaunchArgs._fields_):
         assert _CTYPES[ctype.strip()] is mirrored, name
+
+
+def test_the_task_view_mirrors_the_runtime_field_by_field():
+    """runtime.VIEW is fd_task_view's layout (the runtime copies it as bytes): the same fields in the same
+    order, pointers as 8 bytes, and 16-byte pieces (the library's fd_megakernel_view_bytes() checks the
+    size on the GPU host)."""
+    body = re.search(r"struct __align__\(16\) fd_task_view \{(.*?)\n\};", RUNTIME.read_text(), re.S).group(1)
+    declared = []
+    for ctype, names in re.findall(r"^\s*((?:const )?\w+\**)\s+([^;]+);", body, re.M):
+        for name in names.split(","):
+            declared.append((name.strip().split("[")[0], "*" in ctype))
+    assert [n for n, _ in declared] == list(VIEW.names)
+    for name, pointer in declared:
+        assert (VIEW[name].base == np.uint64) == pointer, name
+    assert VIEW_BYTES % 16 == 0 and VIEW_BYTES >= VIEW.itemsize
+
+
+def test_task_views_hold_each_task_s_addresses_and_fields():
+    graph = build_graph(get_config("deepseek-coder-v2-lite"), Plan(workers=16, max_positions=128, max_steps=2),
+                        layers=[0, 1])
+    encoded = graph.encode()
+    buffers = [(1 << 40) + 256 * k for k in range(len(graph.buffers))]
+    weights = [(1 << 41) + 512 * k for k in range(len(graph.weights))]
+    views = task_views(graph, encoded.tasks, buffers, weights)
+    assert views.shape == (len(graph.tasks), VIEW_BYTES)
+    fields = views[:, :VIEW.itemsize].copy().view(VIEW).reshape(-1)
+    for i, t in enumerate(graph.tasks):
+        v = fields[i]
+        assert list(v["buf"][:len(t.buffers)]) == [buffers[b] for b in t.buffers] and not v["buf"][len(t.buffers):].any()
+        assert list(v["wt"][:len(t.weights)]) == [weights[w] for w in t.weights] and not v["wt"][len(t.weights):].any()
+        assert list(v["wt_slot"][:len(t.weights)]) == list(t.weights) and (v["wt_slot"][len(t.weights):] == -1).all()
+        assert (int(v["b0"]), int(v["b1"]), int(v["slot"])) == (*t.tile, t.slot)
+        assert list(v["arg"][:len(t.args)]) == list(t.args)
+        if t.kind in (Kind.DOWN_ACCUM, Kind.O_PROJ_RESIDUAL):
+            assert v["act_len"] == graph.buffers[t.buffers[0]].numel > 0
+        else:
+            assert v["act_len"] == 0
 
 
 def test_tpc_pairs_places_a_heavy_list_beside_a_light_one():

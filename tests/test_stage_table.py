@@ -31,8 +31,9 @@ def test_staged_ranges_lie_inside_their_weight_and_fit(graph):
     staged = [i for i in range(len(graph.tasks)) if table[i, 0] >= 0]
     assert staged, "the real config's attention chain must stage"
     for i in staged:
-        slot, begin, nbytes, ahead = (int(v) for v in table[i])
+        slot, begin, nbytes, ahead, source = (int(v) for v in table[i])
         assert ahead == -1  # stage_table alone sends nothing ahead
+        assert source == 0  # no weight addresses given
         assert graph.tasks[i].kind in STAGED_KINDS
         assert 0 < nbytes <= CAPACITY and begin % 16 == 0 and nbytes % 16 == 0
         assert begin + nbytes <= _bytes(graph, slot), graph.tasks[i].name
@@ -84,6 +85,16 @@ def test_a_stage_of_tiles_stages_its_matrix_exactly_once(graph):
     assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))  # contiguous, no overlap
 
 
+def test_the_table_carries_each_staged_range_s_device_address(graph):
+    """The runtime copies from the table's source word alone (no weight-table lookup on the device)."""
+    addresses = [(1 << 32) + 4096 * k for k in range(len(graph.weights))]
+    table = stage_table(graph, CAPACITY, addresses)
+    staged = table[:, 0] >= 0
+    assert staged.any()
+    assert (table[staged, 4] == np.array(addresses)[table[staged, 0]] + table[staged, 1]).all()
+    assert (table[~staged, 4] == 0).all()
+
+
 def test_nothing_is_staged_without_room_or_on_misaligned_weights(graph):
     assert (stage_table(graph, 0)[:, 0] == -1).all()
     addresses = [8] * len(graph.weights)  # every weight 8 bytes off a 16-byte boundary
@@ -117,7 +128,7 @@ def test_a_merge_in_parts_stages_its_part_of_the_heads_w_uv():
         if t.kind == Kind.ATTN_MERGE_UV:
             h, part = t.tile[0], t.slot
             first_row = h * per_head + config.qk_nope_head_dim + part * config.v_head_dim // 2
-            assert tuple(table[i]) == (kv_b, first_row * row_bytes, config.v_head_dim // 2 * row_bytes, -1)
+            assert tuple(table[i]) == (kv_b, first_row * row_bytes, config.v_head_dim // 2 * row_bytes, -1, 0)
 
 
 def test_a_merge_of_latent_columns_stages_its_block_of_w_uv():
@@ -129,7 +140,7 @@ def test_a_merge_of_latent_columns_stages_its_block_of_w_uv():
     merges = [(i, t) for i, t in enumerate(g.tasks) if t.kind == Kind.ATTN_MERGE_COLS]
     assert len(merges) == 4 * config.num_attention_heads
     for i, t in merges:
-        assert tuple(table[i]) == (w_uv, (t.tile[0] * 4 + t.slot) * block_bytes, block_bytes, -1)
+        assert tuple(table[i]) == (w_uv, (t.tile[0] * 4 + t.slot) * block_bytes, block_bytes, -1, 0)
 
 
 def test_an_o_proj_tile_with_the_router_stages_its_o_proj_rows_only():
@@ -142,7 +153,7 @@ def test_an_o_proj_tile_with_the_router_stages_its_o_proj_rows_only():
     for i, t in tiles:
         r0, r1 = t.tile
         row_bytes = g.weights[o_proj].shape[1] * 2
-        assert tuple(table[i]) == (o_proj, r0 * row_bytes, (r1 - r0) * row_bytes, -1)
+        assert tuple(table[i]) == (o_proj, r0 * row_bytes, (r1 - r0) * row_bytes, -1, 0)
 
 
 def _replay(graph, table):

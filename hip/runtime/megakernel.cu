@@ -87,11 +87,12 @@ enum fd_error_word {
 // counter -1 = counts nowhere. Adders: the group's rows are the rank-0 row + r * row length, tail -1.
 // A tail's signallers: no rows; the last to arrive runs task `tail`, which no worker's list holds.
 constexpr int FD_ADD_ORDER_WORDS = 5;
-// stage: per task [weight slot, byte offset, bytes, ahead] (int64, fleet_decode.kernels.staging): the
-// one weight range the task streams, copied into the stage before the task waits (slot -1: not
-// staged), and the later task of the same list whose tile this task's reach sends (-1: none). The
-// host's planner guarantees the stage is free then and stays untouched until that task runs.
-constexpr int FD_STAGE_WORDS = 4;
+// stage: per task [weight slot, byte offset, bytes, ahead, source] (int64, fleet_decode.kernels.staging):
+// the one weight range the task streams, copied into the stage before the task waits (slot -1: not
+// staged), the later task of the same list whose tile this task's reach sends (-1: none), and the
+// range's device address (resolved on the host: the copy leaves one dependent load after its record,
+// not two). The host's planner guarantees the stage is free then and stays untouched until that task runs.
+constexpr int FD_STAGE_WORDS = 5;
 
 constexpr int kRuntimeThreads = FD_RUNTIME_THREADS;
 
@@ -119,6 +120,7 @@ struct fd_launch_args {
   int* stopped_at;             // device int, zeroed: 1 + the step whose token was a stop id
   int* published;              // nullptr, or host-mapped [n_steps]: each step's token once made
   const float* logits;         // the graph's logits log [max_steps][vocab]: what a sampled token is drawn from
+  const void* views;           // [N_TASKS] fd_task_view resolved on the host (runtime.task_views), or nullptr
   double timeout_seconds;      // the watchdog's bound on any one wait
   int n_workers;
   int partial_row;             // floats per scratch row (the summed buffer's length)
@@ -144,20 +146,31 @@ __device__ __forceinline__ float fd_header_f32(const int* h, int word) { return 
 constexpr int kTriggersCached = 1024;
 // And the first kListCached entries of the worker's task list (its tasks, in order, each step).
 constexpr int kListCached = 512;
+// And the inputs of the first kWaitsCached entries' tasks, two a task: event << kLagBits | lag (-1: none),
+// or kWaitsInRecord where the task has more inputs (or a lag that does not fit), read from its record.
+constexpr int kWaitsCached = 256;
+constexpr int kLagBits = 4, kLagMask = (1 << kLagBits) - 1;
+constexpr int kWaitsInRecord = -2;
+
+// Where task t's staged range lies: the stage table's source word (host views), else its weight's
+// address from the weight table plus the range's offset (a dependent load).
+__device__ __forceinline__ const char* fd_stage_source(const fd_launch_args& a, const long long* st) {
+  return a.views != nullptr ? reinterpret_cast<const char*>(st[4]) : static_cast<const char*>(a.weights[st[0]]) + st[1];
+}
 
 // Issues the stage copy of task t's tile (it is staged at this launch's stage size); true if it did.
 __device__ __forceinline__ bool fd_send_tile(const fd_launch_args& a, long long t, uint64_t* barrier,
                                              unsigned char* stage) {
   const long long* st = a.stage + static_cast<size_t>(t) * FD_STAGE_WORDS;
   if (!(st[0] >= 0 && a.stage_bytes > 0 && st[2] <= a.stage_bytes)) return false;
-  fd_stage_issue(barrier, stage, static_cast<const char*>(a.weights[st[0]]) + st[1], static_cast<uint32_t>(st[2]));
+  fd_stage_issue(barrier, stage, fd_stage_source(a, st), static_cast<uint32_t>(st[2]));
   return true;
 }
 
 // Thread 0 waits until *counter >= target; false if the watchdog fired or another worker aborted.
 // Only thread 0 calls it; the caller publishes the outcome to the block.
 __device__ bool fd_wait_counter(const fd_launch_args& a, unsigned long long timeout_ticks, const int* counter,
-                                int target, int task, int event, int step, int kind) {
+                                int target, int task, int event, int step, const int* rec) {
   if (target <= 0) return true;
   int value = fd_load_acquire(counter);
   if (value >= target) return true;
@@ -177,7 +190,7 @@ __device__ bool fd_wait_counter(const fd_launch_args& a, unsigned long long time
         a.error[FD_ERR_COUNTER] = value;
         a.error[FD_ERR_TARGET] = target;
         a.error[FD_ERR_STEP] = step;
-        a.error[FD_ERR_KIND] = kind;
+        a.error[FD_ERR_KIND] = rec[FD_T_KIND];  // read here only: no poll waits for the record
       }
       fd_store_release(a.error + FD_ERR_ABORT, 1);
       return false;
@@ -196,10 +209,12 @@ __device__ __forceinline__ void fd_with_weights(bool staged, F f) {
   f(fd_global_weights{});
 }
 
-// The task about to run, resolved from its record BEFORE its wait: the record's fields and the
-// buffer and weight tables are dependent loads that would otherwise stand between the inputs being
-// ready and the task's first useful load. Written by a few threads, published by the wait's barrier.
-struct fd_task_view {
+// The task about to run, its operands' addresses and fields resolved on the host
+// (fleet_decode.kernels.runtime.task_views: the same layout, byte for byte): a few threads copy it in
+// 16-byte pieces BEFORE the wait, in one round trip (resolving the record's buffer and weight indices
+// here took two, and a task reached after its inputs were ready waited for the second), and the wait's
+// barrier publishes it.
+struct __align__(16) fd_task_view {
   void* buf[FD_MAX_BUFFERS];
   const void* wt[FD_MAX_WEIGHTS];
   int wt_slot[FD_MAX_WEIGHTS];
@@ -208,6 +223,8 @@ struct fd_task_view {
   int act_len;  // its act buffer's size: a DOWN_ACCUM's act length (the down matrix's width), an
                 // O_PROJ_RESIDUAL's attn_out (one vector, or the merge's partial ones)
 };
+constexpr int kViewPieces = static_cast<int>(sizeof(fd_task_view) / 16);
+static_assert(sizeof(fd_task_view) % 16 == 0, "a view is copied in 16-byte pieces");
 
 // The header's model constants, read once per launch.
 struct fd_model_constants {
@@ -215,15 +232,19 @@ struct fd_model_constants {
   float eps, attn_scale, routed_scaling;
 };
 
-// FD_MAX_BUFFERS + FD_MAX_WEIGHTS + 1 threads at the block's end (but its last, which issues the
-// stage's bulk copy) resolve one entry each: not thread 0, which meanwhile starts waiting (each
-// entry is two dependent loads, round trips it would otherwise spend before its first look at the
-// counters).
-__device__ __forceinline__ void fd_resolve_task(const fd_launch_args& a, const int* h, const int* rec,
+// Threads at the block's end (but its last, which issues the stage's bulk copy) fill the view: not
+// thread 0, which meanwhile starts waiting. With the host's views (a.views) a thread copies one piece;
+// without them (Tuning.host_views off, kept to time the difference) it resolves one entry of the
+// record: two dependent loads.
+__device__ __forceinline__ void fd_resolve_task(const fd_launch_args& a, const int* h, int t, const int* rec,
                                                 fd_task_view& v) {
   const int i = static_cast<int>(blockDim.x) - 2 - static_cast<int>(threadIdx.x);
   if (i < 0) return;  // the last thread: it issues the stage's copy
-  if (i < FD_MAX_BUFFERS) {
+  if (a.views != nullptr) {
+    if (i < kViewPieces)
+      reinterpret_cast<fd_vec16*>(&v)[i] =
+          fd_load16(static_cast<const char*>(a.views) + (static_cast<size_t>(t) * kViewPieces + i) * 16);
+  } else if (i < FD_MAX_BUFFERS) {
     const int b = rec[FD_T_BUF0 + i];
     v.buf[i] = b >= 0 ? a.buffers[b] : nullptr;
   } else if (i < FD_MAX_BUFFERS + FD_MAX_WEIGHTS) {
@@ -325,9 +346,7 @@ __device__ __forceinline__ void fd_run_task(const fd_launch_args& a, const fd_mo
       fd_with_weights(staged, [&](auto wl) {
         fd_task_attention_merge_cols<float, decltype(wl)>(
             part_ml, part_ml + 1, 2, F(FD_ATTN_MERGE_COLS_BUF_PART_O), v.arg[FD_ATTN_MERGE_COLS_ARG_N_CHUNKS],
-            WM(FD_ATTN_MERGE_COLS_WT_W_UV_PARTS) + static_cast<size_t>(b0 * lat_parts + slot) * kVHead * (kLatent / lat_parts),
-            b0, slot, lat_parts, F(FD_ATTN_MERGE_COLS_BUF_ATTN_PARTS) + static_cast<size_t>(slot * kHeads + b0) * kVHead,
-            smem);
+            WM(FD_ATTN_MERGE_COLS_WT_W_UV_PARTS), b0, slot, lat_parts, F(FD_ATTN_MERGE_COLS_BUF_ATTN_PARTS), smem);
       });
       break;
     }
@@ -505,6 +524,7 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
   __shared__ fd_model_constants constants;
   __shared__ int triggers_s[kTriggersCached];  // FD_E_TRIGGERS of the first kTriggersCached events
   __shared__ int list_s[kListCached];          // this worker's list[first ...]
+  __shared__ int2 waits_s[kWaitsCached];        // their tasks' inputs
   unsigned char* stage = fd_smem + FD_SCRATCH_SMEM_BYTES;
   const int* h = a.blob;
   const int* tasks = h + h[FD_H_TASKS_AT];
@@ -530,6 +550,15 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
   for (int e = threadIdx.x; e < min(h[FD_H_N_EVENTS], kTriggersCached); e += blockDim.x)
     triggers_s[e] = events[e * FD_EVENT_WORDS + FD_E_TRIGGERS];
   for (int k = threadIdx.x; k < min(last - first, kListCached); k += blockDim.x) list_s[k] = list[first + k];
+  for (int k = threadIdx.x; k < min(last - first, kWaitsCached); k += blockDim.x) {
+    const int* rec = tasks + static_cast<size_t>(list[first + k]) * FD_TASK_WORDS;
+    const int n = rec[FD_T_N_INPUTS];
+    const int lag0 = rec[FD_T_IN0_LAG], lag1 = rec[FD_T_IN0_LAG + 2];
+    const bool fits = n <= 2 && (n < 1 || (lag0 >= 0 && lag0 <= kLagMask)) && (n < 2 || (lag1 >= 0 && lag1 <= kLagMask));
+    waits_s[k] = !fits ? make_int2(kWaitsInRecord, kWaitsInRecord)
+                       : make_int2(n >= 1 ? rec[FD_T_IN0_EVENT] << kLagBits | lag0 : -1,
+                                   n >= 2 ? rec[FD_T_IN0_EVENT + 2] << kLagBits | lag1 : -1);
+  }
   __syncthreads();
 
   for (int step = 0; step < a.n_steps; ++step) {
@@ -562,36 +591,45 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
       } else if (bulk_stage) {
         if (threadIdx.x == blockDim.x - 1) {
           if (staged_slot >= 0 && sent_ahead != t)
-            fd_stage_issue(&stage_barrier, stage, static_cast<const char*>(a.weights[staged_slot]) + st[1],
-                           static_cast<uint32_t>(st[2]));
+            fd_stage_issue(&stage_barrier, stage, fd_stage_source(a, st), static_cast<uint32_t>(st[2]));
           if (sent_ahead == t) sent_ahead = -1;
           // The planner's lookahead (staging.send_ahead): a task that leaves the stage alone sends a
           // later task's tile, which lands while this one and those between run.
           if (st[3] >= 0 && fd_send_tile(a, st[3], &stage_barrier, stage)) sent_ahead = st[3];
         }
       } else if (staged_slot >= 0) {
-        fd_stage_copy(stage, static_cast<const char*>(a.weights[staged_slot]) + st[1], static_cast<uint32_t>(st[2]));
+        fd_stage_copy(stage, fd_stage_source(a, st), static_cast<uint32_t>(st[2]));
       }
-      fd_resolve_task(a, h, rec, view);  // published to the block by the barrier after the wait
+      fd_resolve_task(a, h, t, rec, view);  // published to the block by the barrier after the wait
       if (is_tail) {
         if (threadIdx.x == 0) proceed = 1;
       } else if (threadIdx.x == 0) {
-        // The record's input slots read together (one round trip, not one per input), the events'
-        // trigger counts from the copy in shared memory.
-        int in_event[FD_MAX_INPUTS], in_lag[FD_MAX_INPUTS];
-#pragma unroll
-        for (int j = 0; j < FD_MAX_INPUTS; ++j) {
-          in_event[j] = rec[FD_T_IN0_EVENT + 2 * j];
-          in_lag[j] = rec[FD_T_IN0_LAG + 2 * j];
-        }
-        const int n_inputs = rec[FD_T_N_INPUTS];
-        bool ok = true;
-#pragma unroll
-        for (int j = 0; j < FD_MAX_INPUTS; ++j) {
-          if (!ok || j >= n_inputs) break;
-          const int e = in_event[j];
+        // The task's inputs from the copy in shared memory (no round trip before the first poll), else
+        // the record's input slots read together (one, not one per input); the events' trigger counts
+        // from shared memory.
+        auto wait_for = [&](int e, int lag) {
           const int triggers = e < kTriggersCached ? triggers_s[e] : events[e * FD_EVENT_WORDS + FD_E_TRIGGERS];
-          ok = fd_wait_counter(a, timeout_ticks, a.counters + e, triggers * (step + 1 - in_lag[j]), t, e, step, kind);
+          return fd_wait_counter(a, timeout_ticks, a.counters + e, triggers * (step + 1 - lag), t, e, step, rec);
+        };
+        const int2 cached =
+            a.views != nullptr && i - first < kWaitsCached ? waits_s[i - first] : make_int2(kWaitsInRecord, 0);
+        bool ok = true;
+        if (cached.x != kWaitsInRecord) {
+          if (cached.x >= 0) ok = wait_for(cached.x >> kLagBits, cached.x & kLagMask);
+          if (ok && cached.y >= 0) ok = wait_for(cached.y >> kLagBits, cached.y & kLagMask);
+        } else {
+          int in_event[FD_MAX_INPUTS], in_lag[FD_MAX_INPUTS];
+#pragma unroll
+          for (int j = 0; j < FD_MAX_INPUTS; ++j) {
+            in_event[j] = rec[FD_T_IN0_EVENT + 2 * j];
+            in_lag[j] = rec[FD_T_IN0_LAG + 2 * j];
+          }
+          const int n_inputs = rec[FD_T_N_INPUTS];
+#pragma unroll
+          for (int j = 0; j < FD_MAX_INPUTS; ++j) {
+            if (!ok || j >= n_inputs) break;
+            ok = wait_for(in_event[j], in_lag[j]);
+          }
         }
         // Every task of step s comes after step s - 1's token: a stop there ends the launch here.
         if (ok && step > 0 && i == first) {
@@ -660,6 +698,7 @@ FD_EXPORT int fd_megakernel_stage_capacity() { return FD_STAGE_SMEM_BYTES; }
 FD_EXPORT int fd_megakernel_error_words() { return FD_ERR_WORDS; }
 FD_EXPORT int fd_megakernel_add_order_words() { return FD_ADD_ORDER_WORDS; }
 FD_EXPORT int fd_megakernel_stage_words() { return FD_STAGE_WORDS; }
+FD_EXPORT int fd_megakernel_view_bytes() { return static_cast<int>(sizeof(fd_task_view)); }
 FD_EXPORT int fd_megakernel_trace_words() { return FD_TRACE_WORDS; }
 FD_EXPORT int fd_megakernel_args_bytes() { return static_cast<int>(sizeof(fd_launch_args)); }
 FD_EXPORT double fd_megakernel_ticks_per_second() { return fd_wall_ticks_per_second(); }

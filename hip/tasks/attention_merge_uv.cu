@@ -18,6 +18,20 @@ __host__ __device__ constexpr int fd_attention_merge_smem_bytes(int heads_in_til
   return (2 * kMaxChunks + kMergeMaxSlices * kLatent + heads_in_tile * kLatent) * 4;
 }
 
+// How many slices of n_vec threads the weighted sum of 4 * n_vec columns uses.
+__device__ __forceinline__ int fd_merge_slices(int n_vec) {
+  return min(kMergeMaxSlices * kLatVec4 / n_vec, static_cast<int>(blockDim.x) / n_vec);
+}
+
+// acc += w * x; an empty chunk (w = 0) adds nothing, whatever its partial holds (NaN included).
+__device__ __forceinline__ void fd_merge_add(float4& acc, float w, float4 x) {
+  const bool live = w != 0.f;
+  acc.x = fmaf(w, live ? x.x : 0.f, acc.x);
+  acc.y = fmaf(w, live ? x.y : 0.f, acc.y);
+  acc.z = fmaf(w, live ? x.z : 0.f, acc.z);
+  acc.w = fmaf(w, live ? x.w : 0.f, acc.w);
+}
+
 // The block's largest m and largest filled chunk index in one reduction (one pair of barriers).
 __device__ __forceinline__ float2 fd_block_max_pair(float2 v) {
   __shared__ float2 partial[kMaxWarpsPerBlock];
@@ -63,7 +77,7 @@ __device__ __forceinline__ float2 fd_merge_weights(const float* part_m, const fl
 // by the block's slices of n_vec threads (a float4 of columns each): each slice's sum into slice_s.
 __device__ __forceinline__ void fd_merge_partials(const float* part_o, int h, int col0, int n_vec, int n_filled,
                                                   const float* weight_s, float4* slice_s) {
-  const int slices = min(kMergeMaxSlices * kLatVec4 / n_vec, static_cast<int>(blockDim.x) / n_vec);
+  const int slices = fd_merge_slices(n_vec);
   const int cv = threadIdx.x % n_vec, slice = threadIdx.x / n_vec;
   if (slice >= slices) return;
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -81,14 +95,7 @@ __device__ __forceinline__ void fd_merge_partials(const float* part_o, int h, in
 #pragma unroll
     for (int k = 0; k < kBatch; ++k) {
       const int c = c0 + k * slices;
-      if (c < n_filled) {
-        const float w = weight_s[c];
-        const bool live = w != 0.f;
-        acc.x = fmaf(w, live ? v[k].x : 0.f, acc.x);
-        acc.y = fmaf(w, live ? v[k].y : 0.f, acc.y);
-        acc.z = fmaf(w, live ? v[k].z : 0.f, acc.z);
-        acc.w = fmaf(w, live ? v[k].w : 0.f, acc.w);
-      }
+      if (c < n_filled) fd_merge_add(acc, weight_s[c], v[k]);
     }
   }
   slice_s[slice * n_vec + cv] = acc;
@@ -98,7 +105,7 @@ __device__ __forceinline__ void fd_merge_partials(const float* part_o, int h, in
 // with a barrier.
 __device__ __forceinline__ void fd_merge_slices_sum(const float4* slice_s, int n_vec, float inv_l, float* out) {
   __syncthreads();
-  const int slices = min(kMergeMaxSlices * kLatVec4 / n_vec, static_cast<int>(blockDim.x) / n_vec);
+  const int slices = fd_merge_slices(n_vec);
   for (int col = threadIdx.x; col < 4 * n_vec; col += blockDim.x) {
     float sum = 0.f;
     for (int k = 0; k < slices; ++k) sum += reinterpret_cast<const float*>(slice_s)[k * 4 * n_vec + col];
@@ -133,16 +140,13 @@ __device__ void fd_task_attention_merge_uv(const float* part_m, const float* par
                        v_parts == 1 ? head_end * kVHead : row_begin + part_rows, attn_out);
 }
 
+// Caps a weight policy's pieces in flight at one a row (kUnroll 1).
 template <class WL>
 struct fd_one_piece {
   static constexpr int kUnroll = 1;
   static __device__ __forceinline__ fd_vec16 load(const void* p) { return WL::load(p); }
 };
 
-// The graph's ATTN_MERGE_COLS: head h's merge over latent columns block `part` of lat_parts only, then
-// those columns of its W_UV (w_block: the block's kVHead rows of kLatent / lat_parts, contiguous;
-// fleet_decode.graph.derived.w_uv_parts): out[d] = sum_c W_UV[h][d][c] out_lat[c] over the block's c,
-// one of the lat_parts vectors whose sum is the head's attn_out (o_proj adds them).
 // Head h's chunk weights by ONE warp (no block reductions): weight_s[c] = e^(m_c - M) (0 for an empty
 // chunk), and weight_s[kMaxChunks] = 1 / sum_c weight_s[c] l_c, weight_s[kMaxChunks + 1] = the number
 // of chunks up to the last filled one. The caller's barrier publishes them.
@@ -172,20 +176,21 @@ __device__ __forceinline__ void fd_merge_weights_warp(const float* part_m, const
 }
 
 // The graph's ATTN_MERGE_COLS: head h's merge over latent columns block `part` of lat_parts only, then
-// those columns of its W_UV (w_block: the block's kVHead rows of kLatent / lat_parts, contiguous;
-// fleet_decode.graph.derived.w_uv_parts): out[d] = sum_c W_UV[h][d][c] out_lat[c] over the block's c,
-// one of the lat_parts vectors whose sum is the head's attn_out (o_proj adds them).
+// those columns of its W_UV (block h * lat_parts + part of w_uv_parts, each kVHead rows of kLatent /
+// lat_parts, contiguous; fleet_decode.graph.derived.w_uv_parts): attn_parts[(part * kHeads + h) * kVHead
+// + d] = sum_c W_UV[h][d][c] out_lat[c] over the block's c, one of the lat_parts vectors whose sum is
+// the head's attn_out (o_proj adds them).
 // Latency, not bytes, sets its pace: the partials' first loads go out before the (m, l) loads come
 // back, and one warp finds the weights (one barrier, where the block-wide reductions took four).
 template <class Act, class WL = fd_global_weights>
 __device__ void fd_task_attention_merge_cols(const float* part_m, const float* part_l, int ml_stride,
-                                             const float* part_o, int n_chunks, const fd_bf16* w_block, int h,
-                                             int part, int lat_parts, Act* out, void* smem) {
+                                             const float* part_o, int n_chunks, const fd_bf16* w_uv_parts, int h,
+                                             int part, int lat_parts, Act* attn_parts, void* smem) {
   float* weight_s = static_cast<float*>(smem);  // [kMaxChunks + 2]
   float4* slice_s = reinterpret_cast<float4*>(weight_s + 2 * kMaxChunks);
   float* lat_s = reinterpret_cast<float*>(slice_s + kMergeMaxSlices * kLatVec4);
   const int cols = kLatent / lat_parts, n_vec = cols / 4;
-  const int slices = min(kMergeMaxSlices * kLatVec4 / n_vec, static_cast<int>(blockDim.x) / n_vec);
+  const int slices = fd_merge_slices(n_vec);
   const int cv = threadIdx.x % n_vec, slice = threadIdx.x / n_vec;
   const float4* o = reinterpret_cast<const float4*>(part_o + static_cast<size_t>(h) * kLatent + part * cols) + cv;
   // Chunks slice, slice + slices, ... (kPreload of them) loaded before the weights are known: a chunk
@@ -204,23 +209,17 @@ __device__ void fd_task_attention_merge_cols(const float* part_m, const float* p
   const int n_filled = static_cast<int>(weight_s[kMaxChunks + 1]);
   if (slice < slices) {
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    auto add = [&](int c, float4 x) {
-      const float w = weight_s[c];
-      const bool live = w != 0.f;
-      acc.x = fmaf(w, live ? x.x : 0.f, acc.x);
-      acc.y = fmaf(w, live ? x.y : 0.f, acc.y);
-      acc.z = fmaf(w, live ? x.z : 0.f, acc.z);
-      acc.w = fmaf(w, live ? x.w : 0.f, acc.w);
-    };
 #pragma unroll
     for (int k = 0; k < kPreload; ++k)
-      if (slice + k * slices < n_filled) add(slice + k * slices, v[k]);
+      if (slice + k * slices < n_filled) fd_merge_add(acc, weight_s[slice + k * slices], v[k]);
     for (int c = slice + kPreload * slices; c < n_filled; c += slices)  // long caches (> kPreload * slices chunks)
-      add(c, o[static_cast<size_t>(c) * kHeads * kLatVec4]);
+      fd_merge_add(acc, weight_s[c], o[static_cast<size_t>(c) * kHeads * kLatVec4]);
     slice_s[slice * n_vec + cv] = acc;
   }
   fd_merge_slices_sum(slice_s, n_vec, inv_l, lat_s);
   // A block's row is at most one 16-byte piece a lane (cols <= 256): one piece per row in flight.
+  const fd_bf16* w_block = w_uv_parts + static_cast<size_t>(h * lat_parts + part) * kVHead * cols;
+  Act* out = attn_parts + static_cast<size_t>(part * kHeads + h) * kVHead;
   fd_gemv_rows<fd_one_piece<WL>, kWuvRowsPerPass>(w_block, cols, lat_s, 0, kVHead, [&](int r, float dot) {
     if (fd_lane() == 0) out[r] = fd_store_as<Act>(dot);
   });
@@ -259,9 +258,8 @@ __global__ void fd_kernel_attention_merge_cols(const float* part_ml, const float
                                                const fd_bf16* w_uv_parts, int lat_parts, Act* attn_parts) {
   extern __shared__ __align__(16) unsigned char fd_smem[];
   const int h = blockIdx.x / lat_parts, part = blockIdx.x % lat_parts;
-  fd_task_attention_merge_cols(part_ml, part_ml + 1, 2, part_o, n_chunks,
-                               w_uv_parts + static_cast<size_t>(blockIdx.x) * kVHead * (kLatent / lat_parts), h, part,
-                               lat_parts, attn_parts + static_cast<size_t>(part * kHeads + h) * kVHead, fd_smem);
+  fd_task_attention_merge_cols(part_ml, part_ml + 1, 2, part_o, n_chunks, w_uv_parts, h, part, lat_parts, attn_parts,
+                               fd_smem);
 }
 
 FD_EXPORT int fd_launch_attention_merge_cols(const float* part_ml, const float* part_o, int n_chunks,

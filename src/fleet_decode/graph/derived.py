@@ -13,26 +13,29 @@ W_UK_PARTS = "self_attn.w_uk_parts"  # model.layers.<l>.self_attn.w_uk_parts
 W_UV_PARTS = "self_attn.w_uv_parts"  # model.layers.<l>.self_attn.w_uv_parts
 
 
-def w_uk_parts(kv_b: torch.Tensor, n_heads: int, nope: int, v_head: int, parts: int) -> torch.Tensor:
-    """kv_b_proj.weight [H*(nope+v), R] -> [H*parts*nope, R/parts]: row (h*parts + p)*nope + d holds
-    W_UK[h][d][p*R/parts : (p+1)*R/parts] (W_UK[h] = rows h*(nope+v) .. +nope of kv_b). Same values."""
+def _head_rows_in_column_blocks(kv_b: torch.Tensor, n_heads: int, nope: int, v_head: int, parts: int,
+                                first: int, count: int) -> torch.Tensor:
+    """Rows [first, first + count) of each head's nope + v rows of kv_b [H*(nope+v), R], cut into `parts`
+    column blocks: [H*parts*count, R/parts], row (h*parts + p)*count + d = head h's row first + d,
+    columns p*R/parts .. (p+1)*R/parts. Same values."""
     rank = kv_b.shape[1]
     if rank % parts:
         raise ValueError(f"kv_lora_rank {rank} does not split into {parts} column blocks")
-    w_uk = kv_b.view(n_heads, nope + v_head, rank)[:, :nope]
-    return (w_uk.reshape(n_heads, nope, parts, rank // parts).permute(0, 2, 1, 3)
-            .reshape(n_heads * parts * nope, rank // parts).contiguous())
+    band = kv_b.view(n_heads, nope + v_head, rank)[:, first:first + count]
+    return (band.reshape(n_heads, count, parts, rank // parts).permute(0, 2, 1, 3)
+            .reshape(n_heads * parts * count, rank // parts).contiguous())
+
+
+def w_uk_parts(kv_b: torch.Tensor, n_heads: int, nope: int, v_head: int, parts: int) -> torch.Tensor:
+    """kv_b_proj.weight [H*(nope+v), R] -> [H*parts*nope, R/parts]: row (h*parts + p)*nope + d holds
+    W_UK[h][d][p*R/parts : (p+1)*R/parts] (W_UK[h] = rows h*(nope+v) .. +nope of kv_b)."""
+    return _head_rows_in_column_blocks(kv_b, n_heads, nope, v_head, parts, 0, nope)
 
 
 def w_uv_parts(kv_b: torch.Tensor, n_heads: int, nope: int, v_head: int, parts: int) -> torch.Tensor:
     """kv_b_proj.weight [H*(nope+v), R] -> [H*parts*v, R/parts]: row (h*parts + p)*v + d holds
-    W_UV[h][d][p*R/parts : (p+1)*R/parts] (W_UV[h] = rows h*(nope+v)+nope .. +v of kv_b). Same values."""
-    rank = kv_b.shape[1]
-    if rank % parts:
-        raise ValueError(f"kv_lora_rank {rank} does not split into {parts} column blocks")
-    w_uv = kv_b.view(n_heads, nope + v_head, rank)[:, nope:]
-    return (w_uv.reshape(n_heads, v_head, parts, rank // parts).permute(0, 2, 1, 3)
-            .reshape(n_heads * parts * v_head, rank // parts).contiguous())
+    W_UV[h][d][p*R/parts : (p+1)*R/parts] (W_UV[h] = rows h*(nope+v)+nope .. +v of kv_b)."""
+    return _head_rows_in_column_blocks(kv_b, n_heads, nope, v_head, parts, nope, v_head)
 
 
 TRANSPOSED = ".transposed"  # <parameter name>.transposed: the parameter's last two dimensions swapped

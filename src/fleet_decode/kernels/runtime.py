@@ -23,7 +23,8 @@ import numpy as np
 import torch
 
 from fleet_decode.graph import Plan, build_graph, decode_plan, default_plan
-from fleet_decode.graph.format import ACCUMULATES, COMPILED_DIMS, KERNEL_LIMITS, OPERANDS, DType, Kind
+from fleet_decode.graph.format import (ACCUMULATES, COMPILED_DIMS, KERNEL_LIMITS, MAX_ARGS, MAX_BUFFERS, MAX_WEIGHTS,
+                                       OPERANDS, TASK, DType, Kind)
 from fleet_decode.graph.tails import check_tail_kinds, tails, without_tails
 from fleet_decode.graph.weights import weight_table
 from fleet_decode.kernels import library, staging
@@ -32,6 +33,14 @@ from fleet_decode.model.reference import Reference, softmax_scale
 TRACE_WORDS = 4  # fd_trace_word: wall ticks when reached, ready, done; staged weights resident when ready
 ADD_ORDER_WORDS = 5  # FD_ADD_ORDER_WORDS
 ERROR_FIELDS = ("flag", "worker", "task", "event", "counter", "target", "step", "kind", "abort")
+# hip/runtime/megakernel.cu's fd_task_view, byte for byte: each task's operand addresses and fields,
+# resolved here once, so that a worker reads them in one round trip instead of two.
+VIEW = np.dtype([("buf", "<u8", (MAX_BUFFERS,)), ("wt", "<u8", (MAX_WEIGHTS,)), ("wt_slot", "<i4", (MAX_WEIGHTS,)),
+                 ("arg", "<i4", (MAX_ARGS,)), ("b0", "<i4"), ("b1", "<i4"), ("slot", "<i4"), ("act_len", "<i4")],
+                align=True)
+VIEW_BYTES = -(-VIEW.itemsize // 16) * 16  # the device struct is 16-byte aligned
+# Kinds whose view carries the length of an activation operand (the runtime has no other way to know it).
+ACT_LEN_OPERAND = {Kind.DOWN_ACCUM: "act", Kind.O_PROJ_RESIDUAL: "attn_out"}
 
 
 class LaunchArgs(ctypes.Structure):
@@ -43,6 +52,7 @@ class LaunchArgs(ctypes.Structure):
         ("partials", ctypes.c_void_p), ("error", ctypes.c_void_p), ("step_ticks", ctypes.c_void_p),
         ("stage", ctypes.c_void_p), ("trace", ctypes.c_void_p), ("stop_ids", ctypes.c_void_p),
         ("stopped_at", ctypes.c_void_p), ("published", ctypes.c_void_p), ("logits", ctypes.c_void_p),
+        ("views", ctypes.c_void_p),
         ("timeout_seconds", ctypes.c_double),
         ("n_workers", ctypes.c_int), ("partial_row", ctypes.c_int), ("pos0", ctypes.c_int), ("n_steps", ctypes.c_int),
         ("n_stop_ids", ctypes.c_int), ("stage_bytes", ctypes.c_int),
@@ -58,12 +68,15 @@ class Tuning:
     (fleet_decode.kernels.staging); stage_kib caps the stage (None: all the runtime was built with);
     staged_kinds names the kinds staged (None: staging.STAGED_KINDS). tail_kinds names kinds whose
     tasks no worker waits for: the last of their input's signallers runs them (graph.tails).
-    stage_ahead: which earlier list entry sends a staged tile (staging.STAGE_AHEAD)."""
+    stage_ahead: which earlier list entry sends a staged tile (staging.STAGE_AHEAD). host_views: the
+    workers read each task's operands as resolved here (task_views: one round trip at a task's reach)
+    instead of resolving its record themselves (two)."""
     stage: bool = True
     stage_kib: int | None = None
     staged_kinds: tuple[str, ...] | None = None
     tail_kinds: tuple[str, ...] = ()
     stage_ahead: str = "successor"
+    host_views: bool = True
 
     def __post_init__(self):
         if self.stage_kib is not None and self.stage_kib < 0:
@@ -73,8 +86,7 @@ class Tuning:
         if unknown:
             raise ValueError(f"staged_kinds {unknown} cannot be staged; the runtime stages {stageable}")
         check_tail_kinds(self.tail_kinds)
-        if self.stage_ahead not in staging.STAGE_AHEAD:
-            raise ValueError(f"stage_ahead {self.stage_ahead!r}: one of {', '.join(staging.STAGE_AHEAD)}")
+        staging.check_stage_ahead(self.stage_ahead)
 
     # Read when a Megakernel builds its tables (the tails' graph, the stage table): a Megakernel's
     # tuning may change only the other fields between launches.
@@ -156,6 +168,30 @@ def add_order(graph, tail_of: dict[int, list[int]] | None = None) -> tuple[np.nd
     return order, len(shared) + len(tail_of or {}), offset, row
 
 
+def task_views(graph, encoded_tasks: np.ndarray, buffer_addresses, weight_addresses) -> np.ndarray:
+    """uint8 [n_tasks, VIEW_BYTES]: each task's fd_task_view (the encoded record's operands as device
+    addresses, 0 where absent; its weight slots, args, tile and slot; the act length its kind needs)."""
+    rec = encoded_tasks.astype(np.int64)
+    views = np.zeros(len(rec), dtype=VIEW)
+    buffers, weights = np.asarray(buffer_addresses, np.uint64), np.asarray(weight_addresses or [0], np.uint64)
+    for j in range(MAX_BUFFERS):
+        index = rec[:, TASK[f"BUF{j}"]]
+        views["buf"][:, j] = np.where(index >= 0, buffers[np.clip(index, 0, None)], np.uint64(0)) if len(buffers) else 0
+    for j in range(MAX_WEIGHTS):
+        index = rec[:, TASK[f"WT{j}"]]
+        views["wt"][:, j] = np.where(index >= 0, weights[np.clip(index, 0, None)], np.uint64(0))
+        views["wt_slot"][:, j] = index
+    for j in range(MAX_ARGS):
+        views["arg"][:, j] = rec[:, TASK[f"ARG{j}"]]
+    views["b0"], views["b1"], views["slot"] = rec[:, TASK["TILE_BEGIN"]], rec[:, TASK["TILE_END"]], rec[:, TASK["SLOT"]]
+    for i, t in enumerate(graph.tasks):
+        if t.kind in ACT_LEN_OPERAND:
+            views["act_len"][i] = graph.buffers[t.buffers[OPERANDS[t.kind][0].index(ACT_LEN_OPERAND[t.kind])]].numel
+    out = np.zeros((len(rec), VIEW_BYTES), dtype=np.uint8)
+    out[:, :VIEW.itemsize] = views.view(np.uint8).reshape(len(rec), VIEW.itemsize)
+    return out
+
+
 def _check_graph(graph, n_sm, scratch_bytes: int):
     """Refuses a graph the compiled runtime cannot run on n_sm SMs with scratch_bytes of shared-memory
     scratch per worker (the library's fd_megakernel_scratch_bytes())."""
@@ -220,6 +256,8 @@ class Megakernel:
         self.buffer_ptrs = torch.tensor([t.data_ptr() for t in self.buffers], dtype=torch.int64, device=self.device)
         self.weight_ptrs = torch.tensor([t.data_ptr() for t in self.weights] or [0], dtype=torch.int64,
                                         device=self.device)
+        self.views = torch.from_numpy(task_views(self.graph, self.encoded.tasks, [t.data_ptr() for t in self.buffers],
+                                                 [t.data_ptr() for t in self.weights])).to(self.device)
         order, n_groups, n_scratch, self.partial_row = add_order(self.graph, tail_of)
         self.add_order = torch.from_numpy(order).to(self.device)
         self.stage_capacity = self.lib.fd_megakernel_stage_capacity()
@@ -267,16 +305,16 @@ class Megakernel:
         # The tables' layouts and the argument struct as compiled: a library built before a change to
         # either is refused rather than misread.
         host = (ctypes.sizeof(LaunchArgs), staging.WORDS, TRACE_WORDS, ADD_ORDER_WORDS,
-                KERNEL_LIMITS["RUNTIME_THREADS"])
+                KERNEL_LIMITS["RUNTIME_THREADS"], VIEW_BYTES)
         try:
             compiled = (handle.fd_megakernel_args_bytes(), handle.fd_megakernel_stage_words(),
                         handle.fd_megakernel_trace_words(), handle.fd_megakernel_add_order_words(),
-                        handle.fd_megakernel_threads())
-        except AttributeError:  # a library from before the argument struct
+                        handle.fd_megakernel_threads(), handle.fd_megakernel_view_bytes())
+        except AttributeError:  # a library from before the argument struct or the views
             compiled = None
         if compiled != host:
             raise MegakernelError(f"the runtime's layouts (argument bytes, stage words, trace words, add-order words, "
-                                  f"threads) are {compiled}, the host's {host}: rebuild "
+                                  f"threads, view bytes) are {compiled}, the host's {host}: rebuild "
                                   f"(python -m fleet_decode.kernels.build)")
         return handle
 
@@ -325,7 +363,8 @@ class Megakernel:
             stopped_at=self.stopped_at.data_ptr(), published=self.published.data_ptr(),
             timeout_seconds=float(timeout_s), n_workers=len(self.graph.workers), partial_row=self.partial_row,
             pos0=pos0, n_steps=n_steps, n_stop_ids=len(stop_ids), stage_bytes=stage_bytes,
-            logits=self.buffer("logits").data_ptr() if self.graph.constants.has_head else None)
+            logits=self.buffer("logits").data_ptr() if self.graph.constants.has_head else None,
+            views=self.views.data_ptr() if self.tuning.host_views else None)
         if sampling is not None:
             args.temperature, args.top_k, args.top_p, args.seed_lo, args.seed_hi = sampling.device_args()
         else:

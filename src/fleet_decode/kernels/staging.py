@@ -19,8 +19,10 @@ import numpy as np
 from fleet_decode.graph.format import DType, Kind
 from fleet_decode.graph.reads import weight_reads
 
-WORDS = 4  # FD_STAGE_WORDS: [weight slot, byte offset, bytes, ahead]; slot -1: not staged
-NOT_STAGED = (-1, 0, 0, -1)  # ahead: the task whose tile this one's reach sends (-1: none)
+WORDS = 5  # FD_STAGE_WORDS: [weight slot, byte offset, bytes, ahead, source]; slot -1: not staged
+# ahead: the task whose tile this one's reach sends (-1: none); source: the range's device address
+# (0 where the table was built without the weights' addresses; the runtime always gives them)
+NOT_STAGED = (-1, 0, 0, -1, 0)
 # The kinds whose task functions take the weight-load policy (hip/tasks/common.h fd_staged_weights):
 # the attention chain and the router, whose tiles fit a stage; expert and lm_head tiles do not.
 STAGEABLE_KINDS = (Kind.RMSNORM_GEMV, Kind.ROPE_Q_ABSORB, Kind.ATTN_MERGE_UV, Kind.O_PROJ_RESIDUAL, Kind.ROUTER,
@@ -77,9 +79,10 @@ def stage_table(graph, capacity: int, weight_addresses=None, kinds=STAGED_KINDS)
         slot, begin, nbytes = found
         if nbytes > capacity or nbytes % ALIGN or begin % ALIGN:
             continue
-        if weight_addresses is not None and (weight_addresses[slot] + begin) % ALIGN:
+        source = 0 if weight_addresses is None else weight_addresses[slot] + begin
+        if source % ALIGN:
             continue
-        table[i] = (slot, begin, nbytes, -1)
+        table[i] = (slot, begin, nbytes, -1, source)
     return table
 
 
@@ -87,13 +90,17 @@ def _waits_for(task, event) -> bool:
     return any(e == event and lag == 0 for e, lag in task.inputs)
 
 
+def check_stage_ahead(policy: str) -> None:
+    if policy not in STAGE_AHEAD:
+        raise ValueError(f"stage_ahead {policy!r}: one of {', '.join(STAGE_AHEAD)}")
+
+
 def send_ahead(graph, table: np.ndarray, policy: str = "successor") -> np.ndarray:
     """Fills the table's `ahead` word (in place, and returns it) for `policy` (STAGE_AHEAD): per worker
     list, an entry that leaves the stage alone may send the tile of the next staged entry, when no stage
     user lies between them and the stage is free (its previous user has run, no tile is in flight).
     Targets lie later in the same list, so no copy is in flight when a step's list (or the launch) ends."""
-    if policy not in STAGE_AHEAD:
-        raise ValueError(f"stage_ahead {policy!r}: one of {', '.join(STAGE_AHEAD)}")
+    check_stage_ahead(policy)
     table[:, 3] = -1
     tasks = graph.tasks
     staged = table[:, 0] >= 0

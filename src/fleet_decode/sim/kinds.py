@@ -125,12 +125,7 @@ def attn_chunk(ctx):
 @simulates(Kind.ATTN_MERGE_UV)
 def attn_merge_uv(ctx):
     c, (h0, h1) = ctx.c, ctx.task.tile
-    H, R, n = c.n_heads, c.kv_rank, ctx.arg(0)
-    o = torch.stack([ctx.read("part_o", (k * H + h0) * R, (k * H + h1) * R).view(h1 - h0, R) for k in range(n)])
-    ml = torch.stack([ctx.read("part_ml", (k * H + h0) * 2, (k * H + h1) * 2).view(h1 - h0, 2) for k in range(n)])
-    m, l = ml[..., 0], ml[..., 1]
-    scale = torch.exp(m - m.max(dim=0).values)  # empty chunks have m = -inf and weigh 0
-    out_lat = (scale[..., None] * o).sum(dim=0) / (scale * l).sum(dim=0)[:, None]
+    out_lat = torch.stack([_merged(ctx, h, 0, c.kv_rank) for h in range(h0, h1)])
     part_rows = c.v_head // ctx.arg(1)
     v0 = ctx.task.slot * part_rows  # the task's part of each head's W_UV rows
     w_uv = _per_head(ctx)[h0:h1, c.qk_nope + v0:c.qk_nope + v0 + part_rows]
