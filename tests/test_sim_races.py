@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 
 from fleet_decode.graph import build_graph
+from fleet_decode.graph.graph import Event
 from fleet_decode.sim import SCHEDULES, SimDeadlock, SimRace, simulate
 from fleet_decode.sim.decode import sim_plan
 from sim_cases import one_thread, case  # noqa: F401 (one_thread is a fixture)
@@ -20,7 +21,6 @@ EDGES = [
     ("L0.kv_a_proj[0]", "embed"),
     ("L0.q_absorb[0]", "L0.q_proj"),
     ("L0.cache_append", "L0.kv_a_proj"),
-    ("L0.attn_chunk[2]", "L0.cache_append"),  # the chunk holding the decoded positions
     ("L0.attn_chunk[0]", "L0.q_absorb"),
     ("L0.attn_merge[0]", "L0.attn_chunk"),
     ("L0.o_proj[1]", "L0.attn_merge"),
@@ -61,12 +61,12 @@ def model_and_ids():
 
 
 def graph_for(model, workers, moe_tiles="routing-free", shared_parts=1, attn_head_groups=1, merge_v_parts=1,
-              router_in_o_proj=False, merge_lat_parts=1):
+              router_in_o_proj=False, merge_lat_parts=1, append_signals_absorb=True):
     plan = dataclasses.replace(sim_plan(workers, PROMPT + TOKENS, TOKENS), moe_tiles=moe_tiles,
                                shared_parts=shared_parts, attn_head_groups=attn_head_groups,
                                merge_v_parts=merge_v_parts, merge_lat_parts=merge_lat_parts,
                                heads_per_tile=1 if merge_v_parts > 1 or merge_lat_parts > 1 else 2,
-                               router_in_o_proj=router_in_o_proj)
+                               router_in_o_proj=router_in_o_proj, append_signals_absorb=append_signals_absorb)
     return build_graph(model.config, plan)
 
 
@@ -110,7 +110,7 @@ def test_a_removed_split_k_edge_is_reported_as_a_race(model_and_ids, task_name, 
 # chunks cut by heads (Plan.attn_head_groups = 2): each head group's task waits on the absorb and the cache
 HEAD_GROUP_EDGES = [
     ("L1.attn_chunk[0.h1]", "L1.q_absorb"),
-    ("L1.attn_chunk[2.h1]", "L1.cache_append"),  # the chunk holding the decoded positions
+    ("L1.attn_chunk[2.h1]", "L1.q_absorb"),  # the chunk holding the decoded positions (the append counts there)
     ("L1.attn_merge[1]", "L1.attn_chunk"),
 ]
 # each head's merge in two tasks (Plan.merge_v_parts = 2): both wait on the chunks; o_proj on both
@@ -137,13 +137,19 @@ SPLIT_K_ROUTED_EDGES = [
     ("L1.sum_slices[1]", "L1.moe_slices"),
     ("L2.q_proj[0]", "L1.out"),
 ]
+# the cache append on its own event (Plan.append_signals_absorb off): the chunks wait on both events
+APPEND_EVENT_EDGES = [
+    ("L0.attn_chunk[2]", "L0.cache_append"),  # the chunk holding the decoded positions
+    ("L1.attn_chunk[0]", "L1.q_absorb"),
+]
 # (plan overrides, task, the event it waits on) for the plan options' own tasks
 OPTION_EDGES = [({"shared_parts": 2}, *edge) for edge in SHARED_PARTS_EDGES] + \
     [({"attn_head_groups": 2}, *edge) for edge in HEAD_GROUP_EDGES] + \
     [({"merge_v_parts": 2}, *edge) for edge in MERGE_PART_EDGES] + \
     [({"merge_lat_parts": 2}, *edge) for edge in MERGE_COLS_EDGES] + \
     [({"router_in_o_proj": True}, *edge) for edge in ROUTER_IN_O_PROJ_EDGES] + \
-    [({"moe_tiles": "split-k-routed"}, *edge) for edge in SPLIT_K_ROUTED_EDGES]
+    [({"moe_tiles": "split-k-routed"}, *edge) for edge in SPLIT_K_ROUTED_EDGES] + \
+    [({"append_signals_absorb": False}, *edge) for edge in APPEND_EVENT_EDGES]
 
 
 @pytest.mark.parametrize("overrides,task_name,event_name", OPTION_EDGES)
@@ -155,6 +161,21 @@ def test_a_removed_edge_of_a_plan_option_is_reported_as_a_race(model_and_ids, ov
     assert len(simulate(model, ids, TOKENS, graph=intact, schedule=schedule).tokens) == TOKENS
     with pytest.raises(SimRace, match="before it was written"):
         simulate(model, ids, TOKENS, graph=without_edge(intact, task_name, event_name), schedule=schedule, seed=3)
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_a_cache_append_that_does_not_count_on_the_absorb_event_is_a_race(model_and_ids, schedule):
+    """The chunks wait for one event, which the cache append counts on beside the q-absorb tiles: an
+    append that signals an event of its own instead leaves the chunk holding the decoded position unordered."""
+    model, ids = model_and_ids
+    graph = copy.deepcopy(graph_for(model, 3))
+    append = graph.tasks[graph.task_index("L0.cache_append")]
+    assert graph.events[append.out_event].name == "L0.q_absorb"
+    graph.events[append.out_event].triggers -= 1
+    graph.events.append(Event("L0.cache_append_alone", triggers=1, layer=0))
+    append.out_event = len(graph.events) - 1
+    with pytest.raises(SimRace, match="before it was written"):
+        simulate(model, ids, TOKENS, graph=graph, schedule=schedule, seed=3)
 
 
 def test_the_race_report_names_the_reader_and_the_region(model_and_ids):

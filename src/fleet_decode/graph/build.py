@@ -108,7 +108,7 @@ def _attention(b: _Builder, layer, h_in, h_in_ready, h_out):
                (parts,), layer=layer, tile=tile)
     ckv = b.buffer(L + "ckv", plan.max_positions, R, DType.MODEL, Persistence.LOG)
     kpe = b.buffer(L + "kpe", plan.max_positions, rope, DType.MODEL, Persistence.LOG)
-    ev_cache = b.event(L + "cache_append", layer)
+    ev_cache = ev_qabs if plan.append_signals_absorb else b.event(L + "cache_append", layer)
     b.task(Kind.CACHE_APPEND, L + "cache_append", ev_cache, [(ev_kva, 0)], (kv_a, ckv, kpe), (kv_norm, cos, sin),
            layer=layer)
 
@@ -122,7 +122,7 @@ def _attention(b: _Builder, layer, h_in, h_in_ready, h_out):
     for i, tile in enumerate(chunks):
         for g, h0 in enumerate(range(0, H, group)):
             name = f"{L}attn_chunk[{i}]" if plan.attn_head_groups == 1 else f"{L}attn_chunk[{i}.h{g}]"
-            b.task(Kind.ATTN_CHUNK, name, ev_chunk, [(ev_qabs, 0), (ev_cache, 0)],
+            b.task(Kind.ATTN_CHUNK, name, ev_chunk, [(e, 0) for e in dict.fromkeys((ev_qabs, ev_cache))],
                    (q_lat, q_pe, ckv, kpe, part_o, part_ml), args=(h0, h0 + group), layer=layer, tile=tile, slot=i)
     ev_merge = b.event(L + "attn_merge", layer)
     lat_parts = plan.merge_lat_parts

@@ -63,6 +63,9 @@ class Plan:
     # out contiguously on the host), and writes one of merge_lat_parts partial attn_out vectors that
     # the o_proj tiles add in order.
     merge_lat_parts: int = 1
+    # The cache append counts on the q-absorb's event, so that an attention chunk waits for ONE event
+    # (q and the cache row both written): a wait on two events is two acquire round trips in a row.
+    append_signals_absorb: bool = True
     # The down stage (every slot's down tiles and the shared experts') cut into this many times more,
     # shorter tiles: the down tiles of the slot whose gate/up finishes last then spread over more workers.
     down_split: int = 1
