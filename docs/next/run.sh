@@ -4,7 +4,7 @@
 # (carry lab/NAME/lib/libfleet_kernels.so; nvcc compiles sm_90a there); a missing one is built here.
 #   bash docs/next/run.sh        # on the H200, from the repository root (needs lab/ ignored: .git/info/exclude)
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
-t0=$(date +%s)
+t0=$(date +%s); rm -rf /tmp/t  # the machines keep /tmp between sessions
 build() { local d=$PWD/lab/$1; shift; [ -f $d/lib/libfleet_kernels.so ] && return 0
   rm -rf $d && mkdir -p $d && cp -r hip $d/ && (cd $d && for p in "$@"; do patch -p1 -s $p || exit 1; done) || return 1
   python3 -m fleet_decode.kernels.build --arch sm_90a --hip-dir $d/hip --out $d/lib --jobs 7 > $d/build.log 2>&1 || tail -20 $d/build.log; }
