@@ -3,7 +3,8 @@
 # patched ones into lab/l2pre, lab/poller and lab/both, e.g.
 #   mkdir -p lab/l2pre && cp -r hip lab/l2pre/ && (cd lab/l2pre && patch -p1 < ../../docs/next/l2-first-pass.patch)
 #   PYTHONPATH=src python -m fleet_decode.kernels.build --arch sm_90a --hip-dir lab/l2pre/hip --out lab/l2pre/lib --jobs 2
-# (lab/both: apply both patches), and carry lab/{main,l2pre,poller,both}/lib/libfleet_kernels.so.
+# (lab/both: apply both patches), and carry lab/{main,l2pre,poller,both}/lib/libfleet_kernels.so; the phase
+# marks (docs/measurements/phases/phase-marks-9472313.patch) built into lab/phase and carried too.
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 t0=$(date +%s); mkdir -p /tmp/t; rm -f /tmp/t/*
 L() { echo "--library $1=$PWD/lab/$1/lib/libfleet_kernels.so"; }
@@ -12,6 +13,7 @@ timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_megakerne
 timeout 200 python3 -m fleet_decode.kernels.lab --sweep $(L main) $(L l2pre) $(L poller) $(L both) \
   --variants "default@main,default@l2pre,default@poller,default@both,host_views=true@main,host_views=true@both" \
   --out /tmp/t/sweep.json 2>&1 | grep -v Warning
+timeout 100 python3 docs/measurements/phases/phase.py lab/phase/lib/libfleet_kernels.so 2>&1 | grep -v Warning | tee /tmp/t/phase.txt
 timeout 120 python3 -m fleet_decode.kernels.trace $(L main) $(L l2pre) $(L poller) --out /tmp/t/trace.json 2>&1 | grep -v Warning | grep -v " us  " | tail -80
 echo "all $(( $(date +%s) - t0 )) s"
 tar czf $OUT/next.tgz -C /tmp/t .
