@@ -1,4 +1,4 @@
-# The call that times docs/next/l2-first-pass.patch and docs/next/poller.patch, each alone and both (on the
+# As run for sweep 74 (2026-12-03, fourth session; first call). # The call that times docs/next/l2-first-pass.patch and docs/next/poller.patch, each alone and both (on the
 # H200, from the repository root). Before it, on the laptop: build main's kernels into lab/main and the
 # patched ones into lab/l2pre, lab/poller and lab/both, e.g.
 #   mkdir -p lab/l2pre && cp -r hip lab/l2pre/ && (cd lab/l2pre && patch -p1 < ../../docs/next/l2-first-pass.patch)
