@@ -366,6 +366,15 @@ __device__ __forceinline__ int fd_shfl_xor(int v, int lane_mask) {
 #endif
 }
 
+// A bit per lane of the warp, set where pred holds (kWarpSize bits; 64-bit so that both widths fit).
+__device__ __forceinline__ unsigned long long fd_warp_ballot(bool pred) {
+#if FD_CUDA
+  return __ballot_sync(0xffffffffu, pred);
+#else
+  return __ballot(pred);
+#endif
+}
+
 __device__ __forceinline__ float fd_warp_sum(float v) {
 #pragma unroll
   for (int m = kWarpSize / 2; m > 0; m >>= 1) v += fd_shfl_xor(v, m);

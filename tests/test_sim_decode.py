@@ -81,6 +81,37 @@ def test_shared_experts_in_two_parts_match_reference(source, workers, schedule):
     assert_follows_reference(result, source)
 
 
+@pytest.mark.parametrize("moe_tiles", ["routing-free", "shared-first"])
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_shared_experts_after_the_router_match_reference(source, moe_tiles, schedule):
+    """Plan.shared_after_router: the shared gate/up tiles wait on the router's logits (h_attn known to them
+    only through the router tiles' release) and decode the same under every schedule."""
+    model, ids, *_ = case(source)
+    plan = dataclasses.replace(sim_plan(17, len(ids) + TOKENS, TOKENS), moe_tiles=moe_tiles, shared_after_router=True)
+    graph = build_graph(model.config, plan)
+    router_events = {t.out_event for t in graph.tasks if t.kind == Kind.ROUTER}
+    shared = [t for t in graph.tasks if t.kind == Kind.GATE_UP and ".shared_gate_up" in t.name]
+    assert shared and all([e for e, _ in t.inputs] and {e for e, _ in t.inputs} <= router_events for t in shared)
+    result = simulate(model, ids, TOKENS, plan=plan, schedule=schedule, seed=17)
+    assert_follows_reference(result, source)
+
+
+@pytest.mark.parametrize("workers", [3, 17])
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_gate_up_over_every_worker_matches_reference(source, workers, schedule):
+    """Plan.gate_up_all_workers: the routing-free gate/up stage cut over every worker, the routed tiles
+    listed ahead of the shared down tiles, decodes the same."""
+    model, ids, *_ = case(source)
+    plan = dataclasses.replace(sim_plan(workers, len(ids) + TOKENS, TOKENS), gate_up_all_workers=True)
+    graph = build_graph(model.config, plan)
+    names = [t.name for t in graph.tasks]
+    first_routed = min(i for i, n in enumerate(names) if ".expert_gate_up." in n)
+    layer = graph.tasks[first_routed].layer
+    assert first_routed < min(i for i, t in enumerate(graph.tasks) if ".shared_down" in t.name and t.layer == layer)
+    result = simulate(model, ids, TOKENS, plan=plan, schedule=schedule, seed=workers)
+    assert_follows_reference(result, source)
+
+
 @pytest.mark.parametrize("workers", [3, 17])
 @pytest.mark.parametrize("schedule", SCHEDULES)
 def test_fitted_down_tiles_and_strided_workers_match_reference(source, workers, schedule):

@@ -51,69 +51,77 @@ __device__ void fd_task_router_logits(const Act* x, const fd_bf16* norm_weight, 
   }
 }
 
-// The task graph's ROUTE_TOPK: softmax over the n_experts logits in warp 0, then greedy top-k by
-// the whole block. logits may be shared or global memory; scratch is shared memory of
-// 3 * n_experts words (its first n_experts may be logits itself: a lane rewrites only its own
-// experts). The top k by rank, not by k rounds of arg-max: an expert's rank is the number of
-// experts ahead of it (larger probability, or equal and lower index), its slot the number of chosen
-// experts below it; both are counted by all threads, kRankPiece comparisons each, and summed with
-// shared-memory atomics (integers: the same sums in any order).
-constexpr int kRankPiece = 16;
+// The task graph's ROUTE_TOPK, by warp 0 alone (no block barrier, no shared memory): softmax over
+// the n_experts logits (shared or global memory; each lane holds its experts' values in registers),
+// then top_k rounds of a warp-wide max over keys (probability bits, then the lower index: the
+// probabilities are >= 0, so their bits order as their values), the winner's lane clearing its key.
+// The chosen experts take their slots in ascending expert order from ballots. Part 12's one-warp
+// form lost to the block's rank count because each lane compared its experts with all 64 in a
+// chain of shared-memory reads; a round here is log2(warp) register shuffles. scratch is unused.
+__device__ __forceinline__ unsigned long long fd_shfl_xor_u64(unsigned long long v, int lane_mask) {
+  const unsigned lo = static_cast<unsigned>(fd_shfl_xor(static_cast<int>(v & 0xffffffffull), lane_mask));
+  const unsigned hi = static_cast<unsigned>(fd_shfl_xor(static_cast<int>(v >> 32), lane_mask));
+  return static_cast<unsigned long long>(hi) << 32 | lo;
+}
 
 __device__ void fd_task_route_topk(const float* logits, int n_experts, int top_k, float routed_scaling,
-                                   float* probs_out, int* topk_idx, float* topk_weight, float* scratch) {
-  float* prob_s = scratch;
-  int* rank_s = reinterpret_cast<int*>(scratch + n_experts);
-  int* slot_s = rank_s + n_experts;
-  for (int e = threadIdx.x; e < 2 * n_experts; e += blockDim.x) rank_s[e] = 0;  // rank_s and slot_s
-  if (fd_warp() == 0) {
-    // logits (global memory in the megakernel, written by the ROUTER tiles) are read once: each
-    // further pass is over the lane's own entries of prob_s.
-    float m = -INFINITY;
-    for (int e = fd_lane(); e < n_experts; e += kWarpSize) {
-      const float x = logits[e];
-      prob_s[e] = x;
-      m = fmaxf(m, x);
-    }
-    m = fd_warp_max(m);
-    float l = 0.f;
-    for (int e = fd_lane(); e < n_experts; e += kWarpSize) {
-      const float x = expf(prob_s[e] - m);
-      prob_s[e] = x;
-      l += x;
-    }
-    const float inv_l = 1.f / fd_warp_sum(l);
-    for (int e = fd_lane(); e < n_experts; e += kWarpSize) {
-      const float p = prob_s[e] * inv_l;
-      prob_s[e] = p;
-      if (probs_out != nullptr) probs_out[e] = p;
-    }
+                                   float* probs_out, int* topk_idx, float* topk_weight, float* /*scratch*/) {
+  if (fd_warp() != 0) return;
+  constexpr int kPerLane = (kMaxExperts + kWarpSize - 1) / kWarpSize;
+  const int lane = fd_lane();
+  float p[kPerLane];
+  float m = -INFINITY;
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) {
+    const int e = j * kWarpSize + lane;
+    p[j] = e < n_experts ? logits[e] : -INFINITY;
+    m = fmaxf(m, p[j]);
   }
-  __syncthreads();
-  const int pieces = (n_experts + kRankPiece - 1) / kRankPiece;
-  for (int w = threadIdx.x; w < n_experts * pieces; w += blockDim.x) {
-    const int e = w % n_experts, o0 = (w / n_experts) * kRankPiece, o1 = min(o0 + kRankPiece, n_experts);
-    const float p = prob_s[e];
-    int ahead = 0;
-    for (int o = o0; o < o1; ++o) {
-      const float q = prob_s[o];
-      ahead += q > p || (q == p && o < e);
+  m = fd_warp_max(m);
+  float l = 0.f;
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) {
+    const int e = j * kWarpSize + lane;
+    p[j] = e < n_experts ? expf(p[j] - m) : 0.f;
+    l += p[j];  // in the lane's expert order, as the block form summed
+  }
+  const float inv_l = 1.f / fd_warp_sum(l);
+  unsigned long long key[kPerLane];
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) {
+    const int e = j * kWarpSize + lane;
+    p[j] *= inv_l;
+    key[j] = e < n_experts ? static_cast<unsigned long long>(__float_as_uint(p[j])) << 32 | (0xffffffffu - e) : 0ull;
+    if (probs_out != nullptr && e < n_experts) probs_out[e] = p[j];
+  }
+  unsigned chosen = 0;  // bit j: this lane's expert j * kWarpSize + lane is among the top k
+  for (int k = 0; k < top_k; ++k) {
+    unsigned long long best = 0;
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) best = key[j] > best ? key[j] : best;
+#pragma unroll
+    for (int s = kWarpSize / 2; s > 0; s >>= 1) {
+      const unsigned long long other = fd_shfl_xor_u64(best, s);
+      best = other > best ? other : best;
     }
-    if (ahead) fd_atomic_add_shared(rank_s + e, ahead);
+    const int e = static_cast<int>(0xffffffffu - static_cast<unsigned>(best & 0xffffffffull));
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j)
+      if (j * kWarpSize + lane == e) {
+        key[j] = 0;
+        chosen |= 1u << j;
+      }
   }
-  __syncthreads();
-  for (int w = threadIdx.x; w < n_experts * pieces; w += blockDim.x) {
-    const int e = w % n_experts, o0 = (w / n_experts) * kRankPiece, o1 = min(o0 + kRankPiece, e);
-    if (rank_s[e] >= top_k) continue;
-    int below = 0;
-    for (int o = o0; o < o1; ++o) below += rank_s[o] < top_k;
-    if (below) fd_atomic_add_shared(slot_s + e, below);
-  }
-  __syncthreads();
-  for (int e = threadIdx.x; e < n_experts; e += blockDim.x) {
-    if (rank_s[e] >= top_k) continue;
-    topk_idx[slot_s[e]] = e;
-    topk_weight[slot_s[e]] = prob_s[e] * routed_scaling;
+  int below = 0;  // chosen experts with a lower index than this lane's expert j
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) {
+    const unsigned long long mask = fd_warp_ballot((chosen >> j) & 1u);
+    if ((chosen >> j) & 1u) {
+      const int slot = below + __popcll(mask & ((1ull << lane) - 1ull));
+      topk_idx[slot] = j * kWarpSize + lane;
+      topk_weight[slot] = p[j] * routed_scaling;
+    }
+    below += __popcll(mask);
   }
 }
 

@@ -216,7 +216,7 @@ def _mlp(b: _Builder, layer, h_attn, ev_o, h_out, ev_out, router_parts=None):
             n_parts = b.buffers[router_parts].rows
             b.task(Kind.ROUTE_PARTS_TOPK, L + "route_topk", ev_route, [(ev_o, 0)], (router_parts, route_idx, route_w),
                    args=(n_parts,), layer=layer)
-            return
+            return ev_o
         # The router's 512 KB (fp32) cut into expert tiles over several workers, then one small task
         # picks the top k from the logits: one more round trip, but no single worker streams it all.
         logits = b.buffer(L + "router_logits", E)
@@ -224,6 +224,7 @@ def _mlp(b: _Builder, layer, h_attn, ev_o, h_out, ev_out, router_parts=None):
         b.gemv_tiles(Kind.ROUTER, L + "router", E, E, ev_logits, [(ev_o, 0)], (h_attn, logits), (post_norm, router_w),
                      layer)
         b.task(Kind.ROUTE_TOPK, L + "route_topk", ev_route, [(ev_logits, 0)], (logits, route_idx, route_w), layer=layer)
+        return ev_logits
 
     route_idx, route_w = b.buffer(L + "route_idx", K, 1, DType.I32), b.buffer(L + "route_w", K)
     ev_route = b.event(L + "route_topk", layer)
@@ -247,10 +248,10 @@ def _mlp(b: _Builder, layer, h_attn, ev_o, h_out, ev_out, router_parts=None):
     shared_acts = [(b.buffer(f"{L}shared_act{sfx}", part), b.event(f"{L}shared_gate_up{sfx}", layer))
                    for sfx, _ in shared_mlps]
 
-    def shared_gate_up(stage_rows):
+    def shared_gate_up(stage_rows, after=ev_o, reserved=routing_tasks):
         for (sfx, (gate, up, _)), (act, ev) in zip(shared_mlps, shared_acts):
-            b.gemv_tiles(Kind.GATE_UP, f"{L}shared_gate_up{sfx}", part, stage_rows, ev, [(ev_o, 0)], (h_attn, act),
-                         (post_norm, gate, up), layer, reserved=routing_tasks)
+            b.gemv_tiles(Kind.GATE_UP, f"{L}shared_gate_up{sfx}", part, stage_rows, ev, [(after, 0)], (h_attn, act),
+                         (post_norm, gate, up), layer, reserved=reserved)
 
     if b.plan.moe_tiles == "split-k-routed":
         router()
@@ -293,16 +294,24 @@ def _mlp(b: _Builder, layer, h_attn, ev_o, h_out, ev_out, router_parts=None):
         # free, so that each worker gets at most one of its tiles; shared experts first in the graph
         # (they only need h_attn, so they stream while routing is decided) and every gate/up tile
         # before any down tile, so list scheduling hands them the free workers first.
-        router()
+        ev_logits = router()
         gate_up_stage = shared + K * inter
-        shared_gate_up(gate_up_stage)
-        shared_down()
-        routed_gate_up(gate_up_stage, routing_tasks)
+        if b.plan.gate_up_all_workers:  # the routed tiles ahead of the shared down tiles, on the routing's workers too
+            shared_gate_up(gate_up_stage, ev_logits if b.plan.shared_after_router else ev_o, 0)
+            routed_gate_up(gate_up_stage, 0)
+            shared_down()
+        else:
+            shared_gate_up(gate_up_stage, ev_logits if b.plan.shared_after_router else ev_o)
+            shared_down()
+            routed_gate_up(gate_up_stage, routing_tasks)
     else:
         # The shared experts' gate/up alone over the free workers: short tiles that are done about
         # when the routing is, so the routed gate/up then has the workers to itself.
-        shared_gate_up(shared)
-        router()
+        if b.plan.shared_after_router:
+            shared_gate_up(shared, router())
+        else:
+            shared_gate_up(shared)
+            router()
         shared_down()
         n_shared_down = n_parts * len(down_tiles)
         routed_gate_up(K * inter, 0 if b.plan.moe_tiles == "shared-first-all" else n_shared_down)

@@ -73,6 +73,15 @@ class Plan:
     # workers, near-equal row counts) instead of tiles of the stage's rows (19 a matrix, the last of 32
     # rows: 133 tiles, so one worker streams two).
     down_fit: bool = False
+    # The shared experts' gate/up tiles wait for the router's logits instead of h_attn (routing-free and
+    # shared-first tilings; an edge the data does not need, h_attn being written before the router ran):
+    # the router tiles then read their weights with HBM to themselves, and the shared experts' bytes
+    # stream during the top-k and the routed window, where part 5 saw them slow the router down.
+    shared_after_router: bool = False
+    # The routing-free gate/up stage cut over every worker instead of those the routing tasks leave free:
+    # the router's and top-k's workers are free again when the routed tiles become ready, and on 132
+    # workers the tiles are then 88 rows (128 tiles, none short) instead of 96 (120, each slot's last 64).
+    gate_up_all_workers: bool = False
     # Worker list w runs on block (w * worker_stride) % workers. The balanced policy hands a stage's
     # consecutive tiles (one expert slot's) to consecutive workers; a stride spreads them over the
     # GPU's SM clusters, whose share of the memory system may differ. Must be coprime with workers.
