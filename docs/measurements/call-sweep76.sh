@@ -11,6 +11,7 @@ V="$V,gate_up_all_workers=true@main,gate_up_all_workers=true + host_views=true@m
 V="$V,gate_up_all_workers=true@topk,gate_up_all_workers=true + host_views=true@topk"
 V="$V,gate_up_all_workers=true + down_fit=true@topk,gate_up_all_workers=true + worker_stride=89@topk"
 V="$V,gate_up_all_workers=true + worker_stride=127@topk,gate_up_all_workers=true + worker_stride=1@topk"
+V="$V,gate_up_all_workers=true + shared_parts=2@topk"
 timeout 200 python3 -m fleet_decode.kernels.lab --sweep $(L main) $(L topk) --variants "$V" --out $T/sweep.json 2>&1 | grep -v Warning
 echo "sweep $(( $(date +%s) - t0 )) s"
 timeout 60 python3 -m fleet_decode.kernels.trace --variant "gate_up_all_workers=true" $(L topk) --out $T/trace-gate-up-all-workers.json --raw $T/trace-gate-up-all-workers.npz 2>&1 | grep -v Warning | grep -v " us  " | tail -40
