@@ -1,4 +1,5 @@
 """Lab only: per kind and phase, mean microseconds of thread 0 between FD_PHASE marks. Apply
+phase-marks-16a9556.patch (part 16: also the one-warp top-k's and the down tiles' marks; not yet run),
 phase-marks-9472313.patch (the host views' kernels, with marks also in the q/kv, router, top-k and expert
 gate/up tasks; phase-marks-e2bd5a0.patch is part 14's, phase-marks.patch part 7's) to a copy of hip/ (cd COPY && patch -p1 < phase-marks-e2bd5a0.patch), build it
 (python -m fleet_decode.kernels.build --hip-dir COPY/hip --out COPY/lib), then on the GPU host:
@@ -32,7 +33,8 @@ def read():
 
 
 SHOW = (Kind.RMSNORM_GEMV, Kind.ROPE_Q_ABSORB, Kind.ATTN_CHUNK, Kind.ATTN_MERGE_UV, Kind.ATTN_MERGE_COLS,
-        Kind.O_PROJ_RESIDUAL, Kind.ROUTER, Kind.ROUTE_TOPK, Kind.EXPERT_GATE_UP)
+        Kind.O_PROJ_RESIDUAL, Kind.ROUTER, Kind.ROUTE_TOPK, Kind.EXPERT_GATE_UP, Kind.DOWN_ACCUM,
+        Kind.EXPERT_DOWN_ACCUM)
 # The default staging only; PHASE_ALL=1 also times the staged-kind sets of part 7.
 import os  # noqa: E402
 CONFIGS = ([], [Kind.O_PROJ_RESIDUAL], [Kind.O_PROJ_RESIDUAL, Kind.ROUTER], [Kind.RMSNORM_GEMV], []) \
