@@ -91,7 +91,7 @@ def test_shared_experts_after_the_router_match_reference(source, moe_tiles, sche
     graph = build_graph(model.config, plan)
     router_events = {t.out_event for t in graph.tasks if t.kind == Kind.ROUTER}
     shared = [t for t in graph.tasks if t.kind == Kind.GATE_UP and ".shared_gate_up" in t.name]
-    assert shared and all([e for e, _ in t.inputs] and {e for e, _ in t.inputs} <= router_events for t in shared)
+    assert shared and all(t.inputs and {e for e, _ in t.inputs} <= router_events for t in shared)
     result = simulate(model, ids, TOKENS, plan=plan, schedule=schedule, seed=17)
     assert_follows_reference(result, source)
 
