@@ -65,10 +65,10 @@ def prompt(model):
     return prompt_ids(N_PROMPT, vocab_size=model.config.vocab_size)
 
 
-def plan_for(model, moe_tiles):
+def plan_for(model, moe_tiles, **overrides):
     """One worker per SM of this GPU, the experts cut as moe_tiles (Plan.moe_tiles)."""
     n_sm = torch.cuda.get_device_properties(0).multi_processor_count
-    return default_plan(model.config, workers=n_sm, moe_tiles=moe_tiles)
+    return default_plan(model.config, workers=n_sm, moe_tiles=moe_tiles, **overrides)
 
 
 @pytest.fixture(scope="module", params=["routing-free", "split-k"])
@@ -89,9 +89,12 @@ def assert_routes_differ_only_at_near_ties(ours: dict, reference_routes: dict):
 
 
 @pytest.mark.parametrize("layer,moe_tiles", [(0, "routing-free"), (1, "routing-free"), (26, "routing-free"),
-                                              (1, "split-k"), (26, "split-k"), (1, "split-k-routed")])
+                                              (1, "split-k"), (26, "split-k"), (1, "split-k-routed"),
+                                              (1, "split-k rows 64")])
 def test_one_layer_matches_the_reference(model, prompt, layer, moe_tiles):
-    ours, ref = Megakernel(model, plan=plan_for(model, moe_tiles), layers=[layer]).run_layer(prompt)
+    tiles, _, rows = moe_tiles.partition(" rows ")
+    plan = plan_for(model, tiles, **({"split_k_rows": int(rows)} if rows else {}))
+    ours, ref = Megakernel(model, plan=plan, layers=[layer]).run_layer(prompt)
     assert torch.isfinite(ours).all()
     assert rel(ours, ref) < LAYER_REL_TOL, rel(ours, ref)
 
@@ -204,6 +207,28 @@ def test_the_router_in_the_o_proj_tiles_decodes_as_the_router_tiles_do(model, pr
     assert fused.tokens == tiles.tokens
     for a, b in zip(fused.logits, tiles.logits):
         assert cos(a, b) >= STEP_COS_MIN
+
+
+@pytest.mark.parametrize("rows", [32, 64])
+def test_split_k_slices_decode_as_the_default_tiling(model, prompt, rows):
+    # 64-row slices hold twice the stage's down rows: the second half goes through the stage after the first
+    # (hip/tasks/gate_up_down.cu), the rows added in the same order as 32-row slices add theirs
+    default = Megakernel(model, plan=plan_for(model, "routing-free")).decode(prompt, 4)
+    sliced = Megakernel(model, plan=plan_for(model, "split-k", split_k_rows=rows)).decode(prompt, 4)
+    assert sliced.tokens == default.tokens
+    for a, b in zip(sliced.logits, default.logits):
+        assert cos(a, b) >= STEP_COS_MIN
+
+
+def test_split_k_slices_through_the_stage_match_the_global_memory_path(model, prompt):
+    # the same slices with the stage off (Tuning.stage): the down rows stream from global memory, in the
+    # same order, so the same logits to the bit
+    plan = plan_for(model, "split-k", split_k_rows=64)
+    staged = Megakernel(model, plan=plan).decode(prompt, 2)
+    unstaged = Megakernel(model, plan=plan, tuning=Tuning(stage=False)).decode(prompt, 2)
+    assert staged.tokens == unstaged.tokens
+    for a, b in zip(staged.logits, unstaged.logits):
+        assert torch.equal(a, b)
 
 
 def test_routed_split_k_beside_shared_tiles_decodes_as_the_default_tiling(model, prompt):

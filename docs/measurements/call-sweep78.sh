@@ -1,9 +1,8 @@
 # As run for sweep 78 (2026-12-03, fifth session; first call). The split-K expert tilings re-timed and traced
 # on today's kernels (last timed in part 9), with lab/sk64 (main's hip/ with docs/next/split-k-down-through-the-stage.patch:
 # a slice's down rows through the stage in 128 KB chunks, so that 64-row slices, one routed slice a worker,
-# need no register in flight for them); a raw trace of the default for window/window_split.py; the down
-# tiles' and the shuffle top-k's phases (lab/phase2: main's hip/ with docs/measurements/phases/phase-marks-16a9556.patch).
-# Before it, on the laptop: build lab/main (main's hip/), lab/sk64 and lab/phase2; carry the three libraries.
+# need no register in flight for them); a raw trace of the default for window/window_split.py; the
+# split-K GPU tests on lab/sk64. Before it, on the laptop: build lab/main (main's hip/) and lab/sk64; carry both.
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 FLEET_DECODE_KERNELS=$PWD/lab/main/lib/libfleet_kernels.so
 t0=$(date +%s); T=$(mktemp -d /tmp/call.XXXXXX)
 L() { echo "--library $1=$PWD/lab/$1/lib/libfleet_kernels.so"; }
@@ -18,6 +17,7 @@ for v in "moe split-k + split_k_rows=64" "moe split-k-routed rows 64"; do
   timeout 80 python3 -m fleet_decode.kernels.trace --variant "$v" $(L sk64) --out $T/trace-$n.json --raw $T/trace-$n.npz 2>&1 | grep -v Warning | grep -v " us  " | tail -30
 done
 echo "traces $(( $(date +%s) - t0 )) s"
-timeout 100 python3 docs/measurements/phases/phase.py lab/phase2/lib/libfleet_kernels.so 2>&1 | grep -v Warning | tee $T/phase.txt | tail -40
+FLEET_DECODE_KERNELS=$PWD/lab/sk64/lib/libfleet_kernels.so timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_megakernel_gpu.py -k "split" 2>&1 | tail -4
+echo "tests $(( $(date +%s) - t0 )) s"
 echo "all $(( $(date +%s) - t0 )) s"
 tar czf $OUT/next.tgz -C $T .
