@@ -16,7 +16,8 @@ from fleet_decode.graph import Kind, build_graph
 from fleet_decode.graph.plan import Plan  # noqa: F401 (the summary's plan is its repr)
 from fleet_decode.model import get_config
 
-WINDOW_KINDS = (Kind.GATE_UP, Kind.EXPERT_GATE_UP, Kind.DOWN_ACCUM, Kind.EXPERT_DOWN_ACCUM, Kind.ROUTER, Kind.ROUTE_TOPK)
+WINDOW_KINDS = (Kind.GATE_UP, Kind.EXPERT_GATE_UP, Kind.DOWN_ACCUM, Kind.EXPERT_DOWN_ACCUM, Kind.ROUTER, Kind.ROUTE_TOPK,
+                Kind.GATE_UP_DOWN, Kind.EXPERT_GATE_UP_DOWN, Kind.SUM_PARTIALS)
 
 
 def main():
