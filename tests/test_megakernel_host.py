@@ -103,6 +103,21 @@ def test_the_decode_plan_cuts_the_merge_by_latent_columns_else_in_two_parts():
         build_graph(config, Plan(workers=132, max_positions=256, merge_lat_parts=3, heads_per_tile=1), layers=[1])
 
 
+def test_the_decode_plan_cuts_the_experts_into_split_k_slices_one_routed_slice_a_worker():
+    config = get_config("deepseek-coder-v2-lite")
+    plan = decode_plan(config, 1056, workers=132)
+    assert (plan.moe_tiles, plan.split_k_rows, plan.split_k_shared_tiles) == ("split-k", 64, 88)
+    graph = build_graph(config, plan, layers=[1])
+    routed = [i for i, t in enumerate(graph.tasks) if t.kind == Kind.EXPERT_GATE_UP_DOWN]
+    shared = [i for i, t in enumerate(graph.tasks) if t.kind == Kind.GATE_UP_DOWN]
+    assert len(routed) == 6 * 22 and {b - a for a, b in (graph.tasks[i].tile for i in routed)} == {64}
+    assert len(shared) == 88 and {b - a for a, b in (graph.tasks[i].tile for i in shared)} == {32}
+    owners = sorted(w for w, tasks in enumerate(graph.workers) for i in tasks if i in set(routed))
+    assert owners == list(range(132))  # every worker streams one routed slice
+    assert decode_plan(config, 1056, workers=132, moe_tiles="routing-free").moe_tiles == "routing-free"
+    assert decode_plan(config, 1056, workers=132, split_k_rows=32).split_k_rows == 32
+
+
 def test_the_decode_plan_cuts_heads_only_into_groups_that_divide_them():
     real = get_config("deepseek-coder-v2-lite")
     for heads, groups in ((3, 1), (6, 2), (16, 4)):  # what decode_plan reads of a config

@@ -423,22 +423,26 @@ __device__ __forceinline__ void fd_run_task(const fd_launch_args& a, const fd_mo
       const int row = v.arg[routed ? FD_EXPERT_GATE_UP_DOWN_ARG_ROW : FD_GATE_UP_DOWN_ARG_ROW];
       float* partial = F(routed ? FD_EXPERT_GATE_UP_DOWN_BUF_PARTIALS : FD_GATE_UP_DOWN_BUF_PARTIALS) +
                        static_cast<size_t>(row) * hidden;
-      // The slice's down rows are one contiguous range, known once the expert is: copied into the
-      // (idle) stage by bulk copies while the block streams the gate/up rows.
-      const uint32_t down_bytes = static_cast<uint32_t>(b1 - b0) * hidden * sizeof(fd_bf16);
-      const fd_bf16* staged = nullptr;
-      if (kStaging && stage.bulk && down_bytes <= static_cast<uint32_t>(a.stage_bytes)) {
-        if (threadIdx.x == 0) fd_stage_issue(stage.barrier, stage.base, down_t, down_bytes);
-        staged = reinterpret_cast<const fd_bf16*>(stage.base);
-      }
+      // The slice's down rows are one contiguous range, known once the expert is: the (idle) stage takes
+      // its first rows by bulk copies while the block streams the gate/up rows, the rest after them.
+      struct {
+        int rows;
+        const fd_bf16* base;
+        const fd_stage_state* st;
+        __device__ void wait() {
+          fd_stage_wait(st->barrier, *st->parity);
+          *st->parity ^= 1;
+        }
+        __device__ void issue(const fd_bf16* src, int n) {
+          fd_stage_issue(st->barrier, st->base, src, static_cast<uint32_t>(n) * kDownRowBytes);
+        }
+        int kDownRowBytes;
+      } down_stage{0, reinterpret_cast<const fd_bf16*>(stage.base), &stage, hidden * static_cast<int>(sizeof(fd_bf16))};
+      if (kStaging && stage.bulk) down_stage.rows = min(b1 - b0, a.stage_bytes / down_stage.kDownRowBytes);
+      if (down_stage.rows > 0 && threadIdx.x == 0) down_stage.issue(down_t, down_stage.rows);
       fd_task_gate_up_down(F(routed ? FD_EXPERT_GATE_UP_DOWN_BUF_X : FD_GATE_UP_DOWN_BUF_X),
                            WM(routed ? FD_EXPERT_GATE_UP_DOWN_WT_NORM : FD_GATE_UP_DOWN_WT_NORM), eps, gate, up,
-                           down_t - static_cast<size_t>(b0) * hidden, staged,
-                           [&] {
-                             fd_stage_wait(stage.barrier, *stage.parity);
-                             *stage.parity ^= 1;
-                           },
-                           weight, hidden, b0, b1, partial, smem);
+                           down_t - static_cast<size_t>(b0) * hidden, down_stage, weight, hidden, b0, b1, partial, smem);
       break;
     }
     case FD_KIND_SUM_PARTIALS:

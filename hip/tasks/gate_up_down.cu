@@ -18,9 +18,10 @@
 // megakernel spill on sm_90a; where it can, the runtime stages the slice's down rows instead.
 constexpr int kDownUnroll = 256 / kWarpSize > 0 ? 256 / kWarpSize : 1;
 
+// x_norm, act, then (through the stage) the fp32 sums between chunks.
 template <class Act>
 __host__ __device__ constexpr int fd_gate_up_down_smem_bytes(int hidden, int rows) {
-  return (hidden + rows) * static_cast<int>(sizeof(Act));
+  return (hidden + rows) * static_cast<int>(sizeof(Act)) + 16 + hidden * 4;
 }
 
 // kDownUnroll rows from row r of down_t at 8 columns (16 bytes) from column 8v; rows past `rows`
@@ -32,44 +33,62 @@ __device__ __forceinline__ void fd_down_rows(const fd_bf16* down_t, int hidden, 
   for (int u = 0; u < kDownUnroll; ++u, p += hidden) w[u] = r + u < rows ? fd_load_stream16(p) : fd_vec16{0, 0, 0, 0};
 }
 
-// The down pass from a copy of the slice's down_t rows in shared memory (rows x hidden, bf16).
-template <class Act>
-__device__ __forceinline__ void fd_down_from_shared(const fd_bf16* staged, const Act* act_s, int rows, int hidden,
-                                                    float weight, float* partial) {
-  for (int v = threadIdx.x; v < hidden / kVecElems; v += blockDim.x) {
-    float acc[kVecElems] = {};
+// The down pass through the stage: the slice's down_t rows in chunks of stage_rows, the first copied by the
+// runtime while the gate/up rows streamed, each next one by bulk copy once the block has read the one before
+// (stage.issue(src, rows) by one thread; stage.wait() by every thread). No register holds a row in flight,
+// and a whole chunk (128 KB) is in flight at once. The sums lie in shared memory between chunks (each
+// thread its own columns), so every column adds the rows in order, as the global-memory path does.
+template <class Act, class Stage>
+__device__ __forceinline__ void fd_down_through_stage(const fd_bf16* down, const Act* act_s, int rows, int hidden,
+                                                      float weight, Stage& stage, float* sums_s, float* partial) {
+  const int n_vec = hidden / kVecElems;
+  for (int c0 = 0; c0 < rows; c0 += stage.rows) {
+    const int n = min(stage.rows, rows - c0);
+    stage.wait();
+    for (int v = threadIdx.x; v < n_vec; v += blockDim.x) {
+      float acc[kVecElems] = {};
+      if (c0 > 0) fd_load_x8(sums_s, v, acc);
 #pragma unroll 8
-    for (int r = 0; r < rows; ++r) {
-      float f[kVecElems];
-      fd_unpack8(fd_load_shared16(staged + static_cast<size_t>(r) * hidden + v * kVecElems), f);
-      const float a = fd_to_float(act_s[r]);
+      for (int r = 0; r < n; ++r) {
+        float f[kVecElems];
+        fd_unpack8(fd_load_shared16(stage.base + static_cast<size_t>(r) * hidden + v * kVecElems), f);
+        const float a = fd_to_float(act_s[c0 + r]);
 #pragma unroll
-      for (int j = 0; j < kVecElems; ++j) acc[j] = fmaf(f[j], a, acc[j]);
+        for (int j = 0; j < kVecElems; ++j) acc[j] = fmaf(f[j], a, acc[j]);
+      }
+      if (c0 + n < rows) {
+        fd_store_x8(sums_s, v, acc);
+      } else {
+#pragma unroll
+        for (int j = 0; j < kVecElems; ++j) acc[j] *= weight;
+        fd_store_x8(partial, v, acc);
+      }
     }
-#pragma unroll
-    for (int j = 0; j < kVecElems; ++j) acc[j] *= weight;
-    fd_store_x8(partial, v, acc);
+    if (c0 + n < rows) {
+      __syncthreads();  // every thread is done with the chunk: the next one may overwrite it
+      if (threadIdx.x == 0) stage.issue(down + static_cast<size_t>(c0 + n) * hidden, min(stage.rows, rows - c0 - n));
+    }
   }
 }
 
-// down_staged: nullptr, or where the runtime is copying the slice's down_t rows in shared memory;
-// wait_staged() (every thread) returns once that copy has landed.
-template <class Act, class WaitStaged>
+// stage.rows > 0: the runtime is copying the slice's first stage.rows down_t rows into stage.base (the rest
+// follow through it, fd_down_through_stage); 0: the down rows stream from global memory.
+template <class Act, class Stage>
 __device__ void fd_task_gate_up_down(const Act* x, const fd_bf16* norm_weight, float eps, const fd_bf16* gate_w,
-                                     const fd_bf16* up_w, const fd_bf16* down_t, const fd_bf16* down_staged,
-                                     WaitStaged wait_staged, float weight, int hidden, int row_begin, int row_end,
-                                     float* partial, void* smem) {
+                                     const fd_bf16* up_w, const fd_bf16* down_t, Stage& stage, float weight,
+                                     int hidden, int row_begin, int row_end, float* partial, void* smem) {
   Act* xs = static_cast<Act*>(smem);
   Act* act_s = xs + hidden;
   const int rows = row_end - row_begin, n_vec = hidden / kVecElems;
   fd_rmsnorm(x, norm_weight, eps, hidden, xs);
   fd_gate_up_rows(xs, gate_w, up_w, hidden, row_begin, row_end, act_s - row_begin);
-  if (down_staged != nullptr) {
-    __syncthreads();
-    wait_staged();
-    return fd_down_from_shared(down_staged, act_s, rows, hidden, weight, partial);
-  }
   const fd_bf16* down = down_t + static_cast<size_t>(row_begin) * hidden;
+  if (stage.rows > 0) {
+    __syncthreads();
+    // the sums between chunks after act, 16-byte aligned
+    float* sums_s = reinterpret_cast<float*>(act_s + ((rows * static_cast<int>(sizeof(Act)) + 15) / 16) * 16 / sizeof(Act));
+    return fd_down_through_stage(down, act_s, rows, hidden, weight, stage, sums_s, partial);
+  }
   // The first down rows do not depend on act: in flight while the block meets at the barrier
   // (issued after the gate/up rows, whose registers are free by then).
   fd_vec16 w[kDownUnroll];
@@ -95,6 +114,14 @@ __device__ void fd_task_gate_up_down(const Act* x, const fd_bf16* norm_weight, f
   }
 }
 
+// No stage: the down rows stream from global memory (the standalone launcher, and AMD).
+struct fd_no_down_stage {
+  static constexpr int rows = 0;
+  const fd_bf16* base = nullptr;
+  __device__ void wait() {}
+  __device__ void issue(const fd_bf16*, int) {}
+};
+
 #ifndef FD_NO_STANDALONE
 // blockIdx.x = slice, blockIdx.y = slot; partial row (slot * slices + slice) of [n_slots * slices, hidden].
 // expert_idx == nullptr: one MLP (gate_w, up_w, down_t its matrices), weight 1.
@@ -109,8 +136,9 @@ __global__ void __launch_bounds__(kTaskThreads) fd_kernel_gate_up_down(
   const int slot = blockIdx.y;
   const long long e = expert_idx != nullptr ? expert_idx[slot] : 0;
   const size_t gate_up_stride = 2ull * inter * hidden, down_stride = static_cast<size_t>(inter) * hidden;
+  fd_no_down_stage no_stage;
   fd_task_gate_up_down(x, norm_weight, eps, gate_w + e * gate_up_stride, up_w + e * gate_up_stride,
-                       down_t + e * down_stride, static_cast<const fd_bf16*>(nullptr), [] {}, expert_weight != nullptr ? expert_weight[slot] : 1.f, hidden, r0, r1,
+                       down_t + e * down_stride, no_stage, expert_weight != nullptr ? expert_weight[slot] : 1.f, hidden, r0, r1,
                        partials + (static_cast<size_t>(slot) * gridDim.x + blockIdx.x) * hidden, fd_smem);
 }
 

@@ -41,8 +41,9 @@ class Plan:
     assign: str = "balanced"
     task_overhead: int = 4096  # weight elements one task start costs in the balanced cost model
     moe_tiles: str = "routing-free"  # one of MOE_TILINGS
-    # Most intermediate rows per split-K slice: 32 rows of a 2048-wide transposed down matrix are
-    # 128 KB, what the runtime's stage holds (the slice's down rows are copied there while it runs).
+    # Most intermediate rows per split-K slice. The slice's down rows go through the runtime's stage in
+    # chunks of what it holds (32 rows of a 2048-wide transposed down matrix are 128 KB), the first while
+    # its gate/up rows stream; decoding takes 64 (DECODE_SPLIT_K_ROWS).
     split_k_rows: int = 32
     # Split-K slices of the shared experts (0: one per worker the routing leaves free). Fewer, longer
     # slices leave HBM to the router tiles that run beside them.
@@ -141,6 +142,19 @@ DECODE_MERGE_V_PARTS = 2
 DECODE_MERGE_LAT_PARTS = 4
 
 
+# The experts as split-K slices (Plan.moe_tiles = "split-k"): each task a slice of one expert's intermediate
+# rows, gate/up AND down, so that no down tile waits for its expert's last gate/up tile and the workers
+# stream about the same bytes each through the expert window (at the copy rate, trace 102). Routed slices
+# of 64 rows: one a worker on the H200 (6 slots x 22), their down rows through the stage in two chunks.
+# The shared experts' slices of 32 rows (two full gate/up passes of a block, one stage of down rows) stream
+# from o_proj on, beside the routing: 88 of them leave the router's and more workers free. Sweep 79 (H200,
+# one process): 2.230 ms against 2.263 for the routing-free tiling; 24-row shared slices 2.243, 16-row
+# 2.339. docs/megakernel.md part 17.
+DECODE_MOE_TILES = "split-k"
+DECODE_SPLIT_K_ROWS = 64
+DECODE_SPLIT_K_SHARED_ROWS = 32
+
+
 def merge_lat_parts_fit(parts: int, kv_rank: int, heads_per_tile: int, router_in_o_proj: bool) -> bool:
     """Whether the merge can be cut into `parts` blocks of latent columns (graph.build's conditions)."""
     return (parts <= KERNEL_LIMITS["MAX_MERGE_LAT_PARTS"] and kv_rank % (8 * parts) == 0 and heads_per_tile == 1
@@ -170,7 +184,8 @@ def decode_plan(config, n_positions: int, workers: int, **overrides) -> Plan:
     (of DECODE_ATTN_CHUNKS), that make at most one task per worker (else one group of the longest
     chunks); the lists spread by decode_worker_stride; the merge in DECODE_MERGE_LAT_PARTS blocks of latent
     columns where the plan allows it, else in DECODE_MERGE_V_PARTS parts where a head's W_UV rows allow
-    it. An override of any of these is kept and the others chosen."""
+    it; the experts as split-K slices (DECODE_MOE_TILES, DECODE_SPLIT_K_ROWS, the shared experts' slices
+    DECODE_SPLIT_K_SHARED_ROWS long). An override of any of these is kept and the others chosen."""
     rows = -(-n_positions // CACHE_ROUNDING) * CACHE_ROUNDING
     groups = [overrides["attn_head_groups"]] if "attn_head_groups" in overrides else \
         [g for g in DECODE_HEAD_GROUPS if config.num_attention_heads % g == 0]
@@ -187,9 +202,11 @@ def decode_plan(config, n_positions: int, workers: int, **overrides) -> Plan:
     lat_parts = overrides.get("merge_lat_parts", lat_parts)
     v_parts = DECODE_MERGE_V_PARTS if lat_parts == 1 and merge_v_parts_fit(DECODE_MERGE_V_PARTS, v_rows,
                                                                            heads_per_tile, align) else 1
+    shared_rows = getattr(config, "moe_intermediate_size", 0) * (getattr(config, "n_shared_experts", 0) or 0)
     overrides = {"max_positions": rows, "attn_chunk": chunk, "attn_head_groups": group,
                  "worker_stride": decode_worker_stride(workers), "merge_v_parts": v_parts,
-                 "merge_lat_parts": lat_parts, **overrides}
+                 "merge_lat_parts": lat_parts, "moe_tiles": DECODE_MOE_TILES, "split_k_rows": DECODE_SPLIT_K_ROWS,
+                 "split_k_shared_tiles": -(-shared_rows // DECODE_SPLIT_K_SHARED_ROWS), **overrides}
     return default_plan(config, workers=workers, **overrides)
 
 
