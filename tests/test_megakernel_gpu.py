@@ -88,13 +88,11 @@ def assert_routes_differ_only_at_near_ties(ours: dict, reference_routes: dict):
             assert own.margin() < NEAR_TIE_SCORE, (layer, experts, own.experts.tolist(), own.margin())
 
 
-@pytest.mark.parametrize("layer,moe_tiles", [(0, "routing-free"), (1, "routing-free"), (26, "routing-free"),
-                                              (1, "split-k"), (26, "split-k"), (1, "split-k-routed"),
-                                              (1, "split-k rows 64")])
-def test_one_layer_matches_the_reference(model, prompt, layer, moe_tiles):
-    tiles, _, rows = moe_tiles.partition(" rows ")
-    plan = plan_for(model, tiles, **({"split_k_rows": int(rows)} if rows else {}))
-    ours, ref = Megakernel(model, plan=plan, layers=[layer]).run_layer(prompt)
+@pytest.mark.parametrize("layer,moe_tiles,overrides", [
+    (0, "routing-free", {}), (1, "routing-free", {}), (26, "routing-free", {}), (1, "split-k", {}), (26, "split-k", {}),
+    (1, "split-k-routed", {}), (1, "split-k", {"split_k_rows": 64})])
+def test_one_layer_matches_the_reference(model, prompt, layer, moe_tiles, overrides):
+    ours, ref = Megakernel(model, plan=plan_for(model, moe_tiles, **overrides), layers=[layer]).run_layer(prompt)
     assert torch.isfinite(ours).all()
     assert rel(ours, ref) < LAYER_REL_TOL, rel(ours, ref)
 

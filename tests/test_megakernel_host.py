@@ -112,7 +112,7 @@ def test_the_decode_plan_cuts_the_experts_into_split_k_slices_one_routed_slice_a
     shared = [i for i, t in enumerate(graph.tasks) if t.kind == Kind.GATE_UP_DOWN]
     assert len(routed) == 6 * 22 and {b - a for a, b in (graph.tasks[i].tile for i in routed)} == {64}
     assert len(shared) == 88 and {b - a for a, b in (graph.tasks[i].tile for i in shared)} == {32}
-    owners = sorted(w for w, tasks in enumerate(graph.workers) for i in tasks if i in set(routed))
+    owners = sorted(w for w, tasks in enumerate(graph.workers) for i in set(tasks) & set(routed))
     assert owners == list(range(132))  # every worker streams one routed slice
     assert decode_plan(config, 1056, workers=132, moe_tiles="routing-free").moe_tiles == "routing-free"
     assert decode_plan(config, 1056, workers=132, split_k_rows=32).split_k_rows == 32
