@@ -5,7 +5,7 @@ import pytest
 from fleet_decode.graph import Kind, Plan, build_graph, default_plan
 from fleet_decode.graph.__main__ import main as graph_cli
 from fleet_decode.graph.counts import graph_counts
-from fleet_decode.graph.plan import estimated_step_time, even_tiles
+from fleet_decode.graph.plan import decode_plan, estimated_step_time, even_tiles, skewed_tiles
 from fleet_decode.model import get_config
 
 
@@ -80,6 +80,29 @@ def test_even_tiles_cover_the_rows_in_aligned_tiles_that_differ_by_at_most_one_u
     assert all(lo % align == 0 for lo, _ in cut) and min(sizes) > 0
     units = -(-total // align)
     assert max(sizes) - min(sizes) <= align and max(sizes) <= -(-units // len(cut)) * align
+
+
+@pytest.mark.parametrize("total,n,n_long,skew", [(1408, 22, 8, 8), (1408, 22, 7, 16), (1408, 22, 0, 8), (100, 4, 4, 8)])
+def test_skewed_tiles_cover_the_rows_with_the_long_ones_first(total, n, n_long, skew):
+    cut = skewed_tiles(total, n, n_long, skew)
+    assert cut[0][0] == 0 and cut[-1][1] == total and all(a[1] == b[0] for a, b in zip(cut, cut[1:]))
+    assert len(cut) == n and all(lo % 8 == 0 for lo, _ in cut)
+    sizes = [hi - lo for lo, hi in cut]
+    if 0 < n_long < n:
+        assert min(sizes[:n_long]) > max(sizes[n_long:]) - 8 and sum(sizes[:n_long]) / n_long > sum(sizes[n_long:]) / (n - n_long)
+
+
+def test_skewed_routed_slices_go_to_the_workers_without_a_shared_slice(real):
+    """Plan.split_k_skew on the H200's 132 workers: every routed slice longer than the plain 64 rows runs on
+    a worker that runs no shared slice, and every one shorter on a worker that does."""
+    graph = build_graph(real, decode_plan(real, 1057, 132, split_k_skew=16), layers=[0, 1, 2])
+    owner = {t: w for w, tasks in enumerate(graph.workers) for t in tasks}
+    with_shared = {owner[i] for i, t in enumerate(graph.tasks) if t.kind == Kind.GATE_UP_DOWN and t.layer == 1}
+    routed = [(owner[i], t.tile[1] - t.tile[0]) for i, t in enumerate(graph.tasks)
+              if t.kind == Kind.EXPERT_GATE_UP_DOWN and t.layer == 1]
+    assert sum(rows for _, rows in routed) == real.num_experts_per_tok * real.moe_intermediate_size
+    assert all(w not in with_shared for w, rows in routed if rows > 64)
+    assert all(w in with_shared for w, rows in routed if rows < 64)
 
 
 def test_fitted_down_tiles_give_every_worker_at_most_one_down_tile(real):

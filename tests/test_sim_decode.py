@@ -55,6 +55,24 @@ def test_split_k_experts_match_reference(source, workers, schedule):
     assert_follows_reference(result, source)
 
 
+@pytest.mark.parametrize("workers", [5, 17])
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_skewed_split_k_slices_and_long_sum_tiles_match_reference(source, workers, schedule):
+    """Routed slices of unequal lengths (Plan.split_k_skew, the longer ones first in the graph) and sum tiles
+    of a chosen length (Plan.sum_rows) decode the same."""
+    model, ids, *_ = case(source)
+    # 8 tiles a stage: two shared slices, four routed slices a slot (six of them on the workers left free longer)
+    plan = dataclasses.replace(sim_plan(workers, len(ids) + TOKENS, TOKENS), moe_tiles="split-k", stage_tiles=8,
+                               split_k_shared_tiles=2, split_k_rows=16, split_k_skew=8, sum_rows=16)
+    graph = build_graph(model.config, plan)
+    routed = [t for t in graph.tasks if t.kind == Kind.EXPERT_GATE_UP_DOWN and t.layer == 1]
+    lengths = [t.tile[1] - t.tile[0] for t in routed]
+    assert len(set(lengths)) > 1 and lengths == sorted(lengths, reverse=True)
+    assert {t.tile[1] - t.tile[0] for t in graph.tasks if t.kind == Kind.SUM_PARTIALS} == {16}
+    result = simulate(model, ids, TOKENS, plan=plan, schedule=schedule, seed=workers)
+    assert_follows_reference(result, source)
+
+
 @pytest.mark.parametrize("workers", [3, 17])
 @pytest.mark.parametrize("schedule", SCHEDULES)
 def test_routed_split_k_beside_shared_tiles_matches_reference(source, workers, schedule):

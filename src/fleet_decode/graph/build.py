@@ -6,14 +6,15 @@ Routed experts are dynamic: tasks exist per top-k slot, and read the chosen expe
 output at run time.
 """
 
+from itertools import accumulate
 
 from transformers.models.deepseek_v2.modeling_deepseek_v2 import yarn_apply_mscale
 
 from fleet_decode.graph.derived import W_UK_PARTS, W_UV_PARTS, cols, rows, transposed
 from fleet_decode.graph.format import KERNEL_LIMITS, NONE, DType, Kind, Persistence, bits_f32, f32_bits
 from fleet_decode.graph.graph import Buffer, Constants, Event, Graph, Task, Weight
-from fleet_decode.graph.plan import (Plan, assign, even_tiles, merge_lat_parts_fit, merge_v_parts_fit, split_k_tiles,
-                                    tiles)
+from fleet_decode.graph.plan import (Plan, assign, even_tiles, merge_lat_parts_fit, merge_v_parts_fit, skewed_tiles,
+                                    split_k_tiles, tiles)
 from fleet_decode.graph.reads import task_cost
 
 
@@ -341,7 +342,13 @@ def _split_k_experts(b: _Builder, layer, h_attn, ev_o, h_out, ev_out, ev_route, 
     else:
         shared_slices = split_k_tiles(shared, max(1, stage - _routing_tasks(cfg, plan)), max_rows=plan.split_k_rows)
     routed_slices = split_k_tiles(inter, max(1, stage // K), max_rows=plan.split_k_rows)
-    n_rows = len(shared_slices) + K * len(routed_slices)
+    per_slot = [routed_slices] * K
+    if plan.split_k_skew and shared_slices and len(routed_slices) > 1:
+        # the workers without a shared slice, spread over the slots: each slot's first slices are longer
+        n_long = max(0, stage - len(shared_slices))
+        per_slot = [skewed_tiles(inter, len(routed_slices), n_long // K + (k < n_long % K), plan.split_k_skew)
+                    for k in range(K)]
+    n_rows = len(shared_slices) + sum(len(s) for s in per_slot)
     partials = b.buffer(L + "moe_partials", n_rows, d)
     ev_parts = b.event(L + "moe_slices", layer)
     norm, gate_up, down = routed_weights
@@ -349,13 +356,15 @@ def _split_k_experts(b: _Builder, layer, h_attn, ev_o, h_out, ev_out, ev_route, 
         _, sh_gate, sh_up, sh_down = shared_weights
         b.task(Kind.GATE_UP_DOWN, f"{L}shared_slice[{i}]", ev_parts, [(ev_o, 0)], (h_attn, partials),
                (norm, sh_gate, sh_up, sh_down), (i,), layer=layer, tile=tile)
-    for k in range(K):
-        for i, tile in enumerate(routed_slices):
-            row = len(shared_slices) + k * len(routed_slices) + i
-            b.task(Kind.EXPERT_GATE_UP_DOWN, f"{L}expert_slice.{k}[{i}]", ev_parts, [(ev_route, 0)],
-                   (h_attn, route_idx, route_w, partials), (norm, gate_up, down), (row,), layer=layer, tile=tile,
-                   slot=k)
-    sums = tiles(d, plan.tile_rows(d))
+    first_row = list(accumulate([len(shared_slices)] + [len(s) for s in per_slot]))
+    # longest first: the list scheduler hands a stage's first tasks to the workers free first
+    order = sorted(((k, i) for k in range(K) for i in range(len(per_slot[k]))),
+                   key=lambda ki: -(per_slot[ki[0]][ki[1]][1] - per_slot[ki[0]][ki[1]][0]))
+    for k, i in order:
+        b.task(Kind.EXPERT_GATE_UP_DOWN, f"{L}expert_slice.{k}[{i}]", ev_parts, [(ev_route, 0)],
+               (h_attn, route_idx, route_w, partials), (norm, gate_up, down), (first_row[k] + i,), layer=layer,
+               tile=per_slot[k][i], slot=k)
+    sums = tiles(d, plan.sum_rows or plan.tile_rows(d))
     if before_sums:
         before_sums(sums)
     for i, tile in enumerate(sums):

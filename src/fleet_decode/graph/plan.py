@@ -83,6 +83,14 @@ class Plan:
     # the router's and top-k's workers are free again when the routed tiles become ready, and on 132
     # workers the tiles are then 88 rows (128 tiles, none short) instead of 96 (120, each slot's last 64).
     gate_up_all_workers: bool = False
+    # Rows by which the routed split-K slices of the workers that run no shared slice are longer than the
+    # others (0: all alike). Those workers take their routed slice as soon as the top-k fires, the others
+    # only once their shared slice is done; longer slices first in the graph, list scheduling hands them
+    # the workers that are free first.
+    split_k_skew: int = 0
+    # Rows of the layer's output a split-K sum tile adds (0: one tile a worker, as any GEMV stage). Longer
+    # sum tiles leave more workers free to reach the next layer's q/kv tiles before the output fires.
+    sum_rows: int = 0
     # Worker list w runs on block (w * worker_stride) % workers. The balanced policy hands a stage's
     # consecutive tiles (one expert slot's) to consecutive workers; a stride spreads them over the
     # GPU's SM clusters, whose share of the memory system may differ. Must be coprime with workers.
@@ -99,6 +107,10 @@ class Plan:
                      "worker_stride"):
             if getattr(self, name) < 1:
                 raise ValueError(f"plan.{name} must be >= 1, got {getattr(self, name)}")
+        if self.split_k_skew < 0:
+            raise ValueError(f"plan.split_k_skew must be >= 0, got {self.split_k_skew}")
+        if self.sum_rows < 0:
+            raise ValueError(f"plan.sum_rows must be >= 0 (0: one sum tile a worker), got {self.sum_rows}")
         if math.gcd(self.worker_stride, self.workers) != 1:
             raise ValueError(f"plan.worker_stride {self.worker_stride} must be coprime with plan.workers "
                              f"{self.workers}, or some workers would get no list")
@@ -153,6 +165,10 @@ DECODE_MERGE_LAT_PARTS = 4
 DECODE_MOE_TILES = "split-k"
 DECODE_SPLIT_K_ROWS = 64
 DECODE_SPLIT_K_SHARED_ROWS = 32
+# The split-K sum in 32 tiles of 64 rows (Plan.sum_rows) instead of one a worker: the other workers reach
+# the next layer's q/kv tile (and start its stage copy) as soon as their slice is done. Sweep 82: 2.214 ms
+# against 2.227; sweep 83, with the q/kv tiles staged: 2.099 against 2.129. docs/megakernel.md part 18.
+DECODE_SUM_ROWS = 64
 
 
 def merge_lat_parts_fit(parts: int, kv_rank: int, heads_per_tile: int, router_in_o_proj: bool) -> bool:
@@ -185,7 +201,7 @@ def decode_plan(config, n_positions: int, workers: int, **overrides) -> Plan:
     chunks); the lists spread by decode_worker_stride; the merge in DECODE_MERGE_LAT_PARTS blocks of latent
     columns where the plan allows it, else in DECODE_MERGE_V_PARTS parts where a head's W_UV rows allow
     it; the experts as split-K slices (DECODE_MOE_TILES, DECODE_SPLIT_K_ROWS, the shared experts' slices
-    DECODE_SPLIT_K_SHARED_ROWS long). An override of any of these is kept and the others chosen."""
+    DECODE_SPLIT_K_SHARED_ROWS long, the sum in tiles of DECODE_SUM_ROWS). An override of any of these is kept and the others chosen."""
     rows = -(-n_positions // CACHE_ROUNDING) * CACHE_ROUNDING
     groups = [overrides["attn_head_groups"]] if "attn_head_groups" in overrides else \
         [g for g in DECODE_HEAD_GROUPS if config.num_attention_heads % g == 0]
@@ -206,7 +222,8 @@ def decode_plan(config, n_positions: int, workers: int, **overrides) -> Plan:
     overrides = {"max_positions": rows, "attn_chunk": chunk, "attn_head_groups": group,
                  "worker_stride": decode_worker_stride(workers), "merge_v_parts": v_parts,
                  "merge_lat_parts": lat_parts, "moe_tiles": DECODE_MOE_TILES, "split_k_rows": DECODE_SPLIT_K_ROWS,
-                 "split_k_shared_tiles": -(-shared_rows // DECODE_SPLIT_K_SHARED_ROWS), **overrides}
+                 "split_k_shared_tiles": -(-shared_rows // DECODE_SPLIT_K_SHARED_ROWS), "sum_rows": DECODE_SUM_ROWS,
+                 **overrides}
     return default_plan(config, workers=workers, **overrides)
 
 
@@ -229,6 +246,19 @@ def split_k_tiles(total: int, n_tiles: int, max_rows: int, align: int = 8):
     `align` rows (whole 16-byte pieces), at most max_rows."""
     rows = min(max_rows, max(align, math.ceil(total / n_tiles / align) * align))
     return tiles(total, rows)
+
+
+def skewed_tiles(total: int, n_tiles: int, n_long: int, skew: int, align: int = 8):
+    """range(total) in n_tiles contiguous ranges, the first n_long about `skew` rows longer than the others,
+    each a multiple of `align` rows (but the last)."""
+    n_long = max(0, min(n_long, n_tiles))
+    ideal = [(total - n_long * skew) / n_tiles + (skew if i < n_long else 0) for i in range(n_tiles)]
+    bounds, acc = [0], 0.0
+    for length in ideal:
+        acc += length
+        bounds.append(min(total, max(bounds[-1], round(acc / align) * align)))
+    bounds[-1] = total
+    return [(bounds[i], bounds[i + 1]) for i in range(n_tiles) if bounds[i + 1] > bounds[i]]
 
 
 def assign(tasks, events, plan: Plan) -> list[list[int]]:

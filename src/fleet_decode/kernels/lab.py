@@ -182,13 +182,17 @@ def variant_graph(config, plan, variant: "Variant"):
     return PLACEMENTS[variant.placement](build_graph(config, plan))
 
 
-STAGED_KIND_SETS = {
-    "all": tuple(kind.name for kind in STAGEABLE_KINDS),
-    "no q/kv": ("ROPE_Q_ABSORB", "ATTN_MERGE_UV", "O_PROJ_RESIDUAL", "ROUTER"),
-    "no o_proj": ("RMSNORM_GEMV", "ROPE_Q_ABSORB", "ATTN_MERGE_UV", "ROUTER"),
-    "no q/kv+o_proj": ("ROPE_Q_ABSORB", "ATTN_MERGE_UV", "ROUTER"),
-    "no q/kv+o_proj+router": ("ROPE_Q_ABSORB", "ATTN_MERGE_UV"),
-    "merge only": ("ATTN_MERGE_UV",),
+def _staged_but(*left_out: str) -> tuple[str, ...]:
+    return tuple(kind.name for kind in STAGEABLE_KINDS if kind.name not in left_out)
+
+
+STAGED_KIND_SETS = {  # every set names both merge kinds and both o_proj kinds: a plan has one of each
+    "all": _staged_but(),
+    "no q/kv": _staged_but("RMSNORM_GEMV"),
+    "no o_proj": _staged_but("O_PROJ_RESIDUAL", "O_PROJ_ROUTER"),
+    "no q/kv+o_proj": _staged_but("RMSNORM_GEMV", "O_PROJ_RESIDUAL", "O_PROJ_ROUTER"),
+    "no q/kv+o_proj+router": _staged_but("RMSNORM_GEMV", "O_PROJ_RESIDUAL", "O_PROJ_ROUTER", "ROUTER"),
+    "merge only": ("ATTN_MERGE_UV", "ATTN_MERGE_COLS"),
 }
 
 

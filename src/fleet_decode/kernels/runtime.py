@@ -68,7 +68,8 @@ class Tuning:
     (fleet_decode.kernels.staging); stage_kib caps the stage (None: all the runtime was built with);
     staged_kinds names the kinds staged (None: staging.STAGED_KINDS). tail_kinds names kinds whose
     tasks no worker waits for: the last of their input's signallers runs them (graph.tails).
-    stage_ahead: which earlier list entry sends a staged tile (staging.STAGE_AHEAD). host_views: the
+    stage_ahead: which earlier list entry sends a staged tile (staging.STAGE_AHEAD); stage_yield: kinds whose
+    staged predecessor in a list gives them the stage (staging.yield_stage). host_views: the
     workers read each task's operands as resolved here (task_views: one round trip at a task's reach)
     instead of resolving its record themselves (two)."""
     stage: bool = True
@@ -76,13 +77,14 @@ class Tuning:
     staged_kinds: tuple[str, ...] | None = None
     tail_kinds: tuple[str, ...] = ()
     stage_ahead: str = "successor"
+    stage_yield: tuple[str, ...] = ()
     host_views: bool = True
 
     def __post_init__(self):
         if self.stage_kib is not None and self.stage_kib < 0:
             raise ValueError(f"bad tuning {self}")
         stageable = [k.name for k in staging.STAGEABLE_KINDS]
-        unknown = [k for k in self.staged_kinds or () if k not in stageable]
+        unknown = [k for k in (*(self.staged_kinds or ()), *self.stage_yield) if k not in stageable]
         if unknown:
             raise ValueError(f"staged_kinds {unknown} cannot be staged; the runtime stages {stageable}")
         check_tail_kinds(self.tail_kinds)
@@ -90,7 +92,7 @@ class Tuning:
 
     # Read when a Megakernel builds its tables (the tails' graph, the stage table): a Megakernel's
     # tuning may change only the other fields between launches.
-    BUILT = ("staged_kinds", "tail_kinds", "stage_ahead")
+    BUILT = ("staged_kinds", "tail_kinds", "stage_ahead", "stage_yield")
 
     def built_fields(self) -> tuple:
         return tuple(getattr(self, name) for name in self.BUILT)
@@ -263,7 +265,9 @@ class Megakernel:
         self.stage_capacity = self.lib.fd_megakernel_stage_capacity()
         table = staging.stage_table(self.graph, self.stage_capacity, [t.data_ptr() for t in self.weights],
                                     tuning.kinds())
-        self.stage_table = torch.from_numpy(staging.send_ahead(self.graph, table, tuning.stage_ahead)).to(self.device)
+        senders = staging.yield_stage(self.graph, table, tuple(Kind[name] for name in tuning.stage_yield))
+        self.stage_table = torch.from_numpy(staging.send_ahead(self.graph, table, tuning.stage_ahead,
+                                                               senders)).to(self.device)
         self.counters = torch.zeros(len(self.graph.events), dtype=torch.int32, device=self.device)
         self.arrivals = torch.zeros(max(1, n_groups), dtype=torch.int32, device=self.device)
         self.partials = torch.zeros(max(1, n_scratch), dtype=torch.float32, device=self.device)

@@ -27,13 +27,14 @@ NOT_STAGED = (-1, 0, 0, -1, 0)
 # the attention chain and the router, whose tiles fit a stage; expert and lm_head tiles do not.
 STAGEABLE_KINDS = (Kind.RMSNORM_GEMV, Kind.ROPE_Q_ABSORB, Kind.ATTN_MERGE_UV, Kind.O_PROJ_RESIDUAL, Kind.ROUTER,
                    Kind.O_PROJ_ROUTER, Kind.ATTN_MERGE_COLS)
-# The ones staged by default (Tuning.staged_kinds overrides): a stage copy is HBM traffic beside
-# whatever else runs when it is issued, so staging a kind can cost more than it saves. The q/kv tiles
-# (RMSNORM_GEMV) are not staged: their copies were issued during the previous layer's expert window,
-# where HBM is saturated, and the layer's first stage reads them faster from an idle HBM than the
-# window loses by carrying them (sweeps 45-47, one process each: 2.6-2.9 % faster without them; 0.2
-# and 1.0 % with the worker stride of graph.plan.decode_worker_stride). docs/megakernel.md part 10.
-STAGED_KINDS = tuple(k for k in STAGEABLE_KINDS if k != Kind.RMSNORM_GEMV)
+# The ones staged by default (Tuning.staged_kinds overrides): every stageable kind. A stage copy is HBM
+# traffic beside whatever else runs when it is issued, so staging a kind can cost more than it saves: under
+# the routing-free tiling the q/kv tiles (RMSNORM_GEMV) were left unstaged, their copies falling in the
+# previous layer's saturated expert window (sweeps 45-47: 2.6-2.9 % faster without them). Under split-K a
+# q/kv tile's copy leaves when its worker's expert slice is done, in the window's tail, and lands before the
+# layer's output fires: sweep 83 (H200, one process) 2.129 ms against 2.204-2.209 unstaged, 2.099 with 32
+# sum tiles (graph.plan.DECODE_SUM_ROWS). docs/megakernel.md parts 10 and 18.
+STAGED_KINDS = STAGEABLE_KINDS
 # Kinds that neither use the stage nor stream weights (hip/runtime/megakernel.cu): the "successor"
 # policy sends the next task's tile while one of them runs.
 LEAVES_STAGE_IDLE = (Kind.ATTN_CHUNK, Kind.CACHE_APPEND, Kind.ROUTE_TOPK, Kind.ROUTE_PARTS_TOPK, Kind.EMBED,
@@ -95,10 +96,29 @@ def check_stage_ahead(policy: str) -> None:
         raise ValueError(f"stage_ahead {policy!r}: one of {', '.join(STAGE_AHEAD)}")
 
 
-def send_ahead(graph, table: np.ndarray, policy: str = "successor") -> np.ndarray:
+def yield_stage(graph, table: np.ndarray, kinds=()) -> frozenset[int]:
+    """Unstages (in place) every staged entry whose next entry in its worker's list is a staged task of one of
+    `kinds` that waits for it: the entry then reads its weights from global memory and sends the next one's
+    tile while it runs (send_ahead's `senders`), so that tile is resident when the next task's inputs are
+    ready instead of starting its way only then. Returns the tasks unstaged."""
+    if not kinds:
+        return frozenset()
+    tasks, yielded = graph.tasks, set()
+    for entries in graph.workers:
+        for t, j in zip(entries, entries[1:]):
+            if (table[t, 0] >= 0 and table[j, 0] >= 0 and tasks[j].kind in kinds
+                    and _waits_for(tasks[j], tasks[t].out_event)):
+                yielded.add(t)
+    for t in yielded:
+        table[t] = NOT_STAGED
+    return frozenset(yielded)
+
+
+def send_ahead(graph, table: np.ndarray, policy: str = "successor", senders=frozenset()) -> np.ndarray:
     """Fills the table's `ahead` word (in place, and returns it) for `policy` (STAGE_AHEAD): per worker
     list, an entry that leaves the stage alone may send the tile of the next staged entry, when no stage
-    user lies between them and the stage is free (its previous user has run, no tile is in flight).
+    user lies between them and the stage is free (its previous user has run, no tile is in flight); an
+    entry of `senders` (yield_stage's) sends the next entry's tile under every policy.
     Targets lie later in the same list, so no copy is in flight when a step's list (or the launch) ends."""
     check_stage_ahead(policy)
     table[:, 3] = -1
@@ -121,7 +141,7 @@ def send_ahead(graph, table: np.ndarray, policy: str = "successor") -> np.ndarra
             successor = (j == entries[k + 1] and tasks[t].kind in LEAVES_STAGE_IDLE
                          and _waits_for(tasks[j], tasks[t].out_event))
             later_layer = tasks[j].layer != tasks[t].layer
-            if (successor or policy == "early" or (policy == "next-layer" and later_layer)
+            if ((t in senders and j == entries[k + 1]) or successor or policy == "early" or (policy == "next-layer" and later_layer)
                     or (policy == "from-down" and later_layer and tasks[t].kind in DOWN_KINDS)):
                 table[t, 3] = j
                 in_flight = True
