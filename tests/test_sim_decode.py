@@ -73,6 +73,23 @@ def test_skewed_split_k_slices_and_long_sum_tiles_match_reference(source, worker
     assert_follows_reference(result, source)
 
 
+@pytest.mark.parametrize("workers", [4, 17])
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_dense_mlp_as_split_k_slices_matches_reference(source, workers, schedule):
+    """Plan.dense_split_k: the dense layer's MLP as GATE_UP_DOWN slices over its intermediate rows and a sum,
+    with no gate/up or down tile left in it."""
+    model, ids, *_ = case(source)
+    plan = dataclasses.replace(sim_plan(workers, len(ids) + TOKENS, TOKENS), dense_split_k=True)
+    graph = build_graph(model.config, plan)
+    dense = [t for t in graph.tasks if t.layer == 0]
+    slices = [t for t in dense if t.kind == Kind.GATE_UP_DOWN]
+    assert len(slices) > 1 and not [t for t in dense if t.kind in (Kind.GATE_UP, Kind.DOWN_ACCUM)]
+    assert sorted(t.tile for t in slices)[-1][1] == model.config.intermediate_size
+    assert [t for t in dense if t.kind == Kind.SUM_PARTIALS]
+    result = simulate(model, ids, TOKENS, plan=plan, schedule=schedule, seed=workers)
+    assert_follows_reference(result, source)
+
+
 @pytest.mark.parametrize("workers", [3, 17])
 @pytest.mark.parametrize("schedule", SCHEDULES)
 def test_routed_split_k_beside_shared_tiles_matches_reference(source, workers, schedule):

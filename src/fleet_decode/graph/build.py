@@ -191,6 +191,16 @@ def _mlp(b: _Builder, layer, h_attn, ev_o, h_out, ev_out, router_parts=None):
     if layer < cfg.first_k_dense_replace:
         inter = cfg.intermediate_size
         gate, up = b.weight(p + "mlp.gate_proj.weight", (inter, d)), b.weight(p + "mlp.up_proj.weight", (inter, d))
+        if b.plan.dense_split_k:
+            slices = split_k_tiles(inter, b.plan.stage_tiles or b.plan.workers, max_rows=inter)
+            partials = b.buffer(L + "mlp_partials", len(slices), d)
+            ev_parts = b.event(L + "mlp_slices", layer)
+            weights = (post_norm, gate, up, b.weight(transposed(p + "mlp.down_proj.weight"), (inter, d)))
+            for i, tile in enumerate(slices):
+                b.task(Kind.GATE_UP_DOWN, f"{L}mlp_slice[{i}]", ev_parts, [(ev_o, 0)], (h_attn, partials), weights,
+                       (i,), layer=layer, tile=tile)
+            _sum_partials(b, layer, partials, ev_parts, h_out, ev_out, tiles(d, b.plan.sum_rows or b.plan.tile_rows(d)))
+            return
         down = b.weight(p + "mlp.down_proj.weight", (d, inter))
         act = b.buffer(L + "mlp_act", inter)
         ev_gu = b.event(L + "mlp_gate_up", layer)
@@ -367,9 +377,15 @@ def _split_k_experts(b: _Builder, layer, h_attn, ev_o, h_out, ev_out, ev_route, 
     sums = tiles(d, plan.sum_rows or plan.tile_rows(d))
     if before_sums:
         before_sums(sums)
+    _sum_partials(b, layer, partials, ev_parts, h_out, ev_out, sums)
+
+
+def _sum_partials(b: _Builder, layer, partials, ev_parts, h_out, ev_out, sums):
+    """The split-K slices' partial rows added into h_out in a fixed order, one task per row tile of `sums`."""
+    n_rows = b.buffers[partials].rows
     for i, tile in enumerate(sums):
-        b.task(Kind.SUM_PARTIALS, f"{L}sum_slices[{i}]", ev_out, [(ev_parts, 0)], (partials, h_out), args=(n_rows,),
-               layer=layer, tile=tile)
+        b.task(Kind.SUM_PARTIALS, f"L{layer}.sum_slices[{i}]", ev_out, [(ev_parts, 0)], (partials, h_out),
+               args=(n_rows,), layer=layer, tile=tile)
 
 
 def build_graph(config, plan: Plan, layers=None) -> Graph:

@@ -91,6 +91,10 @@ class Plan:
     # Rows of the layer's output a split-K sum tile adds (0: one tile a worker, as any GEMV stage). Longer
     # sum tiles leave more workers free to reach the next layer's q/kv tiles before the output fires.
     sum_rows: int = 0
+    # The dense layers' MLP (first_k_dense_replace) as split-K slices too (GATE_UP_DOWN over its
+    # intermediate rows, one a worker, then SUM_PARTIALS), instead of a gate/up stage and a down stage:
+    # no down tile waits for the last gate/up tile.
+    dense_split_k: bool = False
     # Worker list w runs on block (w * worker_stride) % workers. The balanced policy hands a stage's
     # consecutive tiles (one expert slot's) to consecutive workers; a stride spreads them over the
     # GPU's SM clusters, whose share of the memory system may differ. Must be coprime with workers.
