@@ -10,7 +10,12 @@ import statistics
 from dataclasses import dataclass
 
 import torch
-from transformers.models.deepseek_v2.modeling_deepseek_v2 import yarn_apply_mscale, yarn_get_mscale
+from transformers.models.deepseek_v2.modeling_deepseek_v2 import yarn_apply_mscale
+
+try:  # transformers 5.17 defines it beside the model; later releases only in modeling_rope_utils
+    from transformers.models.deepseek_v2.modeling_deepseek_v2 import yarn_get_mscale
+except ImportError:
+    from transformers.modeling_rope_utils import yarn_get_mscale
 
 from fleet_decode.graph.format import COMPILED_DIMS, KERNEL_LIMITS
 from fleet_decode.model import get_config
