@@ -199,7 +199,7 @@ def _mlp(b: _Builder, layer, h_attn, ev_o, h_out, ev_out, router_parts=None):
             for i, tile in enumerate(slices):
                 b.task(Kind.GATE_UP_DOWN, f"{L}mlp_slice[{i}]", ev_parts, [(ev_o, 0)], (h_attn, partials), weights,
                        (i,), layer=layer, tile=tile)
-            _sum_partials(b, layer, partials, ev_parts, h_out, ev_out, tiles(d, b.plan.sum_rows or b.plan.tile_rows(d)))
+            _sum_partials(b, layer, partials, ev_parts, h_out, ev_out, tiles(d, b.plan.sum_tile_rows(d)))
             return
         down = b.weight(p + "mlp.down_proj.weight", (d, inter))
         act = b.buffer(L + "mlp_act", inter)
@@ -368,13 +368,12 @@ def _split_k_experts(b: _Builder, layer, h_attn, ev_o, h_out, ev_out, ev_route, 
                (norm, sh_gate, sh_up, sh_down), (i,), layer=layer, tile=tile)
     first_row = list(accumulate([len(shared_slices)] + [len(s) for s in per_slot]))
     # longest first: the list scheduler hands a stage's first tasks to the workers free first
-    order = sorted(((k, i) for k in range(K) for i in range(len(per_slot[k]))),
-                   key=lambda ki: -(per_slot[ki[0]][ki[1]][1] - per_slot[ki[0]][ki[1]][0]))
-    for k, i in order:
+    slices = [(k, i, tile) for k, slot in enumerate(per_slot) for i, tile in enumerate(slot)]
+    for k, i, tile in sorted(slices, key=lambda s: s[2][0] - s[2][1]):  # stable: equal lengths keep slot order
         b.task(Kind.EXPERT_GATE_UP_DOWN, f"{L}expert_slice.{k}[{i}]", ev_parts, [(ev_route, 0)],
                (h_attn, route_idx, route_w, partials), (norm, gate_up, down), (first_row[k] + i,), layer=layer,
-               tile=per_slot[k][i], slot=k)
-    sums = tiles(d, plan.sum_rows or plan.tile_rows(d))
+               tile=tile, slot=k)
+    sums = tiles(d, plan.sum_tile_rows(d))
     if before_sums:
         before_sums(sums)
     _sum_partials(b, layer, partials, ev_parts, h_out, ev_out, sums)

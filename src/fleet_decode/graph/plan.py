@@ -119,6 +119,10 @@ class Plan:
             raise ValueError(f"plan.worker_stride {self.worker_stride} must be coprime with plan.workers "
                              f"{self.workers}, or some workers would get no list")
 
+    def sum_tile_rows(self, total: int) -> int:
+        """Rows a split-K sum tile adds: sum_rows, or those of a GEMV stage's tile."""
+        return self.sum_rows or self.tile_rows(total)
+
     def tile_rows(self, stage_rows: int, reserved: int = 0) -> int:
         """Rows per tile for a stage whose matrices (run side by side) have stage_rows rows in all, cut
         into as many tiles as workers (or stage_tiles) less `reserved`: tasks that run beside the stage."""
