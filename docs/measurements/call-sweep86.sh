@@ -1,4 +1,4 @@
-# Prepared 2026-12-04 (seventh session), NOT yet run: the session's clock ran out before its device call.
+# Prepared 2026-12-04 (seventh session); run in the eighth (a second sweep process added then).
 # This tree's host side (q/kv staged, 32 sum tiles: the defaults since fe276fd) on main's kernels (lab/sk64c,
 # built from hip/ on the laptop): re-times sweep 85's variants, whose results were lost, and the untimed
 # options: the dense layer's MLP as split-K slices (Plan.dense_split_k), the q-absorb unstaged, 8 absorb parts,
@@ -13,4 +13,7 @@ echo "sweep $(( $(date +%s) - t0 )) s"
 timeout 70 python3 -m fleet_decode.kernels.trace --variant "dense_split_k=true + row_align=4" --out $T/trace.json \
   --raw $T/trace.npz 2>&1 | grep -v Warning | grep -v " us  " | tail -14
 echo "trace $(( $(date +%s) - t0 )) s"
+V2="default,row_align=2,dense_split_k=true + row_align=4 + absorb_parts=8,dense_split_k=true + row_align=4 + attn_head_groups=2 + attn_chunk=16,dense_split_k=true + row_align=4 + split_k_skew=16,default"
+timeout 120 python3 -m fleet_decode.kernels.lab --sweep --variants "$V2" --out $T/sweep2.json 2>&1 | grep -v Warning
+echo "sweep2 $(( $(date +%s) - t0 )) s"
 tar czf $OUT/next.tgz -C $T .
