@@ -177,6 +177,17 @@ DECODE_SPLIT_K_SHARED_ROWS = 32
 # the next layer's q/kv tile (and start its stage copy) as soon as their slice is done. Sweep 82: 2.214 ms
 # against 2.227; sweep 83, with the q/kv tiles staged: 2.099 against 2.129. docs/megakernel.md part 18.
 DECODE_SUM_ROWS = 64
+# Tiles in multiples of 4 rows (Plan.row_align), each head's q-absorb in 8 column blocks (Plan.absorb_parts,
+# where the latent columns split into blocks of whole 8-column pieces) and the dense layer's MLP as split-K
+# slices and a sum (Plan.dense_split_k). Sweep 86b (H200, one process): the three together 2.052 ms against
+# 2.091; sweep 86: row_align 4 alone 2.090 against 2.108 (row_align 2: 2.089 against 2.091, no gain over 4),
+# 8 absorb parts 2.074, the dense split-K 2.092 and 2.074 with row_align 4. Tokens identical; logits within
+# 0.016 of the old order's (the dense MLP's sum in another order). Sweep 87b, each undone on the new defaults:
+# 2.043 ms; dense MLP unsplit 2.061, 4 absorb parts 2.071, all three undone 2.100; at 4,096 positions 2.419
+# against 2.480 (87c). docs/megakernel.md part 18.
+DECODE_ROW_ALIGN = 4
+DECODE_ABSORB_PARTS = 8
+DECODE_DENSE_SPLIT_K = True
 
 
 def merge_lat_parts_fit(parts: int, kv_rank: int, heads_per_tile: int, router_in_o_proj: bool) -> bool:
@@ -209,13 +220,16 @@ def decode_plan(config, n_positions: int, workers: int, **overrides) -> Plan:
     chunks); the lists spread by decode_worker_stride; the merge in DECODE_MERGE_LAT_PARTS blocks of latent
     columns where the plan allows it, else in DECODE_MERGE_V_PARTS parts where a head's W_UV rows allow
     it; the experts as split-K slices (DECODE_MOE_TILES, DECODE_SPLIT_K_ROWS, the shared experts' slices
-    DECODE_SPLIT_K_SHARED_ROWS long, the sum in tiles of DECODE_SUM_ROWS). An override of any of these is kept and the others chosen."""
+    DECODE_SPLIT_K_SHARED_ROWS long, the sum in tiles of DECODE_SUM_ROWS); tiles of DECODE_ROW_ALIGN rows, the
+    q-absorb in DECODE_ABSORB_PARTS blocks where the latent columns allow it, the dense MLP split-K
+    (DECODE_DENSE_SPLIT_K). An override of any of these is kept and the others chosen."""
     rows = -(-n_positions // CACHE_ROUNDING) * CACHE_ROUNDING
     groups = [overrides["attn_head_groups"]] if "attn_head_groups" in overrides else \
         [g for g in DECODE_HEAD_GROUPS if config.num_attention_heads % g == 0]
     chunks = [overrides["attn_chunk"]] if "attn_chunk" in overrides else DECODE_ATTN_CHUNKS
     fits = [(g, c) for g in groups for c in chunks if -(-rows // c) * g <= workers]
     group, chunk = fits[0] if fits else (groups[-1], chunks[-1])
+    # the merge's W_UV parts in the kernel's eight-row passes, whatever the tiles' row_align
     v_rows, align = config.v_head_dim, overrides.get("row_align", Plan.row_align)
     heads_per_tile = overrides.get("heads_per_tile", 1)
     lat_parts = 1
@@ -227,7 +241,10 @@ def decode_plan(config, n_positions: int, workers: int, **overrides) -> Plan:
     v_parts = DECODE_MERGE_V_PARTS if lat_parts == 1 and merge_v_parts_fit(DECODE_MERGE_V_PARTS, v_rows,
                                                                            heads_per_tile, align) else 1
     shared_rows = getattr(config, "moe_intermediate_size", 0) * (getattr(config, "n_shared_experts", 0) or 0)
-    overrides = {"max_positions": rows, "attn_chunk": chunk, "attn_head_groups": group,
+    kv_rank = getattr(config, "kv_lora_rank", 0) or 0
+    absorb_parts = DECODE_ABSORB_PARTS if kv_rank and kv_rank % (8 * DECODE_ABSORB_PARTS) == 0 else Plan.absorb_parts
+    overrides = {"max_positions": rows, "row_align": DECODE_ROW_ALIGN, "absorb_parts": absorb_parts,
+                 "dense_split_k": DECODE_DENSE_SPLIT_K, "attn_chunk": chunk, "attn_head_groups": group,
                  "worker_stride": decode_worker_stride(workers), "merge_v_parts": v_parts,
                  "merge_lat_parts": lat_parts, "moe_tiles": DECODE_MOE_TILES, "split_k_rows": DECODE_SPLIT_K_ROWS,
                  "split_k_shared_tiles": -(-shared_rows // DECODE_SPLIT_K_SHARED_ROWS), "sum_rows": DECODE_SUM_ROWS,
