@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from fleet_decode.graph import Kind, build_graph
-from fleet_decode.graph.plan import merge_lat_parts_fit
+from fleet_decode.graph.plan import decode_plan, merge_lat_parts_fit
 from fleet_decode.sim import SCHEDULES, check_task_kinds, simulate, simulate_layer
 from fleet_decode.sim.decode import sim_plan
 from fleet_decode.sim.__main__ import main as sim_cli
@@ -86,6 +86,25 @@ def test_dense_mlp_as_split_k_slices_matches_reference(source, workers, schedule
     assert len(slices) > 1 and not [t for t in dense if t.kind in (Kind.GATE_UP, Kind.DOWN_ACCUM)]
     assert sorted(t.tile for t in slices)[-1][1] == model.config.intermediate_size
     assert [t for t in dense if t.kind == Kind.SUM_PARTIALS]
+    result = simulate(model, ids, TOKENS, plan=plan, schedule=schedule, seed=workers)
+    assert_follows_reference(result, source)
+
+
+@pytest.mark.parametrize("workers", [4, 17])
+@pytest.mark.parametrize("schedule", SCHEDULES)
+@pytest.mark.parametrize("absorb_parts", [None, 8])
+def test_the_decode_plans_cut_matches_reference(source, workers, schedule, absorb_parts):
+    """decode_plan as the megakernel decodes with it (tiles of 4 rows, the dense MLP and the experts as split-K
+    slices, the sums in row tiles, the merge by latent columns where they split), and with the q-absorb in 8
+    column blocks a head as on the real config."""
+    model, ids, *_ = case(source)
+    overrides = {} if absorb_parts is None else {"absorb_parts": absorb_parts}
+    plan = decode_plan(model.config, len(ids) + TOKENS, workers, max_steps=TOKENS, **overrides)
+    assert (plan.row_align, plan.dense_split_k, plan.moe_tiles) == (4, True, "split-k")
+    graph = build_graph(model.config, plan)
+    absorbs = [t for t in graph.tasks if t.kind == Kind.ROPE_Q_ABSORB and t.layer == 0]
+    assert len(absorbs) == model.config.num_attention_heads * plan.absorb_parts
+    assert not [t for t in graph.tasks if t.kind in (Kind.GATE_UP, Kind.DOWN_ACCUM)]
     result = simulate(model, ids, TOKENS, plan=plan, schedule=schedule, seed=workers)
     assert_follows_reference(result, source)
 

@@ -60,13 +60,12 @@ def model_and_ids():
     return model, ids[:PROMPT]
 
 
-def graph_for(model, workers, moe_tiles="routing-free", shared_parts=1, attn_head_groups=1, merge_v_parts=1,
-              router_in_o_proj=False, merge_lat_parts=1, append_signals_absorb=True):
+def graph_for(model, workers, moe_tiles="routing-free", **overrides):
+    """The tiny graph on `workers` with the plan's fields overridden; a merge cut into parts gets one head a
+    tile (its condition), any other two."""
+    cut_merge = overrides.get("merge_v_parts", 1) > 1 or overrides.get("merge_lat_parts", 1) > 1
     plan = dataclasses.replace(sim_plan(workers, PROMPT + TOKENS, TOKENS), moe_tiles=moe_tiles,
-                               shared_parts=shared_parts, attn_head_groups=attn_head_groups,
-                               merge_v_parts=merge_v_parts, merge_lat_parts=merge_lat_parts,
-                               heads_per_tile=1 if merge_v_parts > 1 or merge_lat_parts > 1 else 2,
-                               router_in_o_proj=router_in_o_proj, append_signals_absorb=append_signals_absorb)
+                               heads_per_tile=1 if cut_merge else 2, **overrides)
     return build_graph(model.config, plan)
 
 
@@ -142,6 +141,13 @@ APPEND_EVENT_EDGES = [
     ("L0.attn_chunk[2]", "L0.cache_append"),  # the chunk holding the decoded positions
     ("L1.attn_chunk[0]", "L1.q_absorb"),
 ]
+# the dense layer's MLP as split-K slices (Plan.dense_split_k, decoding's default): a slice waits on o_proj,
+# a sum tile on every slice, the next layer on the sum
+DENSE_SPLIT_K_EDGES = [
+    ("L0.mlp_slice[1]", "L0.o_proj"),
+    ("L0.sum_slices[1]", "L0.mlp_slices"),
+    ("L1.q_proj[0]", "L0.out"),
+]
 # (plan overrides, task, the event it waits on) for the plan options' own tasks
 OPTION_EDGES = [({"shared_parts": 2}, *edge) for edge in SHARED_PARTS_EDGES] + \
     [({"attn_head_groups": 2}, *edge) for edge in HEAD_GROUP_EDGES] + \
@@ -149,7 +155,8 @@ OPTION_EDGES = [({"shared_parts": 2}, *edge) for edge in SHARED_PARTS_EDGES] + \
     [({"merge_lat_parts": 2}, *edge) for edge in MERGE_COLS_EDGES] + \
     [({"router_in_o_proj": True}, *edge) for edge in ROUTER_IN_O_PROJ_EDGES] + \
     [({"moe_tiles": "split-k-routed"}, *edge) for edge in SPLIT_K_ROUTED_EDGES] + \
-    [({"append_signals_absorb": False}, *edge) for edge in APPEND_EVENT_EDGES]
+    [({"append_signals_absorb": False}, *edge) for edge in APPEND_EVENT_EDGES] + \
+    [({"dense_split_k": True}, *edge) for edge in DENSE_SPLIT_K_EDGES]
 
 
 @pytest.mark.parametrize("overrides,task_name,event_name", OPTION_EDGES)
