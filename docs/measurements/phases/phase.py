@@ -34,7 +34,7 @@ def read():
 
 SHOW = (Kind.RMSNORM_GEMV, Kind.ROPE_Q_ABSORB, Kind.ATTN_CHUNK, Kind.ATTN_MERGE_UV, Kind.ATTN_MERGE_COLS,
         Kind.O_PROJ_RESIDUAL, Kind.ROUTER, Kind.ROUTE_TOPK, Kind.EXPERT_GATE_UP, Kind.DOWN_ACCUM,
-        Kind.EXPERT_DOWN_ACCUM)
+        Kind.EXPERT_DOWN_ACCUM, Kind.EXPERT_GATE_UP_DOWN, Kind.GATE_UP_DOWN, Kind.SUM_PARTIALS)
 # The default staging only; PHASE_ALL=1 also times the staged-kind sets of part 7.
 import os  # noqa: E402
 CONFIGS = ([], [Kind.O_PROJ_RESIDUAL], [Kind.O_PROJ_RESIDUAL, Kind.ROUTER], [Kind.RMSNORM_GEMV], []) \
