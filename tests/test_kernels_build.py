@@ -163,6 +163,10 @@ def test_resource_reports_are_parsed():
     assert _kernel_name("_Z15fd_kernel_embedItEvPKtPKiiPT_") == "fd_kernel_embed<bf16>"
     assert parse_ptxas(PTXAS_SAMPLE) == {"fd_kernel_argmax": {
         "stack_frame": 8, "spill_stores": 4, "spill_loads": 12, "registers": 17, "static_smem": 256}}
+    # a called (noinline) device function's own lines after the entry's are not the entry's
+    callee = ("ptxas info    : Function properties for _Z11fd_run_kindILi5EEvv\n"
+              "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n")
+    assert parse_ptxas(PTXAS_SAMPLE + callee) == parse_ptxas(PTXAS_SAMPLE)
     assert parse_amdgpu_remarks(AMD_SAMPLE) == {"fd_kernel_embed": {
         "sgprs": 18, "registers": 10, "scratch": 16, "spill_vgprs": 3}}
 

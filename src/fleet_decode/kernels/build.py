@@ -121,10 +121,14 @@ def _kernel_name(mangled: str) -> str:
 
 def parse_ptxas(report: str) -> dict[str, dict]:
     """Registers, spills, stack frame and static shared memory per entry function (-Xptxas -v)."""
-    kernels, current = {}, None
+    kernels, current, entry = {}, None, None
     for line in report.splitlines():
         if m := re.search(r"Compiling entry function '(\w+)'", line):
-            current = kernels.setdefault(_kernel_name(m.group(1)), {})
+            entry = m.group(1)
+            current = kernels.setdefault(_kernel_name(entry), {})
+        elif m := re.search(r"Function properties for (\w+)", line):
+            # a device function the entry calls has its own lines: not the entry's stack or spills
+            current = kernels.get(_kernel_name(entry)) if m.group(1) == entry else None
         elif current is None:
             continue
         elif m := re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line):
