@@ -13,6 +13,7 @@ import pytest
 
 from fleet_decode.graph import Plan, build_graph, decode_plan
 from fleet_decode.graph.format import ACCUMULATES, KERNEL_LIMITS, Kind
+from fleet_decode.graph.plan import absorb_parts_fit, merge_v_parts_fit
 from fleet_decode.kernels import lab
 from fleet_decode.kernels.runtime import VIEW, VIEW_BYTES, LaunchArgs, MegakernelError, _check_graph, add_order, task_views
 
@@ -124,6 +125,41 @@ def test_the_decode_plan_cuts_heads_only_into_groups_that_divide_them():
         config = SimpleNamespace(num_attention_heads=heads, v_head_dim=real.v_head_dim,
                                  max_position_embeddings=real.max_position_embeddings)
         assert decode_plan(config, 1057, workers=132).attn_head_groups == groups
+
+
+def test_one_absorb_check_serves_the_plan_and_the_runtime():
+    """decode_plan cuts the q-absorb in 8 blocks only where the kernel can run them, by the same
+    absorb_parts_fit that kernels.runtime refuses graphs with."""
+    config = get_config("deepseek-coder-v2-lite")  # 512 latent columns: 8 blocks of 64
+    assert absorb_parts_fit(8, 512) and absorb_parts_fit(64, 512) and absorb_parts_fit(1, 8)
+    assert not absorb_parts_fit(3, 512)  # blocks of 170.67 columns
+    assert not absorb_parts_fit(128, 512)  # blocks of 4 columns: not a 16-byte piece
+    assert not absorb_parts_fit(1, 8 * 8 * KERNEL_LIMITS["RUNTIME_THREADS"])  # more than 8 columns a thread
+    assert not absorb_parts_fit(8, 0)
+    assert decode_plan(config, 1056, workers=132).absorb_parts == 8
+    odd = SimpleNamespace(num_attention_heads=16, v_head_dim=128, kv_lora_rank=96,  # 8 blocks of 12 columns
+                          max_position_embeddings=config.max_position_embeddings)
+    assert decode_plan(odd, 1057, workers=132).absorb_parts == Plan.absorb_parts
+    graph = build_graph(config, Plan(workers=132, max_positions=256, max_steps=2, absorb_parts=8), layers=[1])
+    _check_graph(graph, 132, 48 * 1024)  # runnable
+    for t in graph.tasks:
+        if t.kind == Kind.ROPE_Q_ABSORB:
+            t.args = (128, *t.args[1:])  # what absorb_parts_fit refuses, in a graph the builder would not make
+    with pytest.raises(MegakernelError, match="column blocks"):
+        _check_graph(graph, 132, 48 * 1024)
+
+
+def test_merge_parts_are_checked_against_the_kernels_w_uv_pass_not_the_tiles_row_align():
+    """A head's W_UV rows split into merge_v_parts of whole 8-row passes of the kernel, whatever the
+    plan's row_align (4 on the decode plans)."""
+    rows_per_pass = KERNEL_LIMITS["WUV_ROWS_PER_PASS"]
+    assert merge_v_parts_fit(2, 128, 1) and merge_v_parts_fit(16, 128, 1)
+    assert not merge_v_parts_fit(32, 128, 1)  # 4-row parts: half a pass
+    assert not merge_v_parts_fit(2, 128, 2)  # parts need one head a tile
+    config = get_config("deepseek-coder-v2-lite")
+    with pytest.raises(ValueError, match=f"multiple of {rows_per_pass}"):
+        build_graph(config, Plan(workers=132, max_positions=256, max_steps=2, row_align=4, merge_v_parts=32),
+                    layers=[1])
 
 
 def test_overlapping_unequal_adder_ranges_are_refused():

@@ -4,7 +4,7 @@
 # lab/wsum: the other 4 groups take the second half of the positions, the halves' sums meet in the scratch;
 # lab/wsum8: the same with 8 rows in flight a batch instead of 4. Against main's kernels (lab/sk64c), one
 # process each, at 1,024 and 4,096 positions. Build on the laptop (hip/ as at the sweep's commit, with
-# attention_chunk.cu as in docs/next/chunk-sum-halves.patch):
+# attention_chunk.cu as in docs/dropped/chunk-sum-idle-half.patch):
 #   PYTHONPATH=src python -m fleet_decode.kernels.build --arch sm_90a --hip-dir lab/wsum/hip --out lab/wsum/lib
 # carry lab/{sk64c,wsum,wsum8}/lib/libfleet_kernels.so.
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 FLEET_DECODE_KERNELS=$PWD/lab/sk64c/lib/libfleet_kernels.so

@@ -2,7 +2,7 @@
 # Sweep 94 timed lab/wsum, whose change to the attention chunk was never taken (the runtime's blocks have 256
 # threads: 4 groups of 64, no idle half), at +1.8 % (1,024 positions) and -1.2 % (4,096): the megakernel's
 # speed moves by its code generation alone. lab/iso: main's hip/ with fd_run_task called through a switch of
-# __noinline__ fd_run_kind<KIND> (docs/next/megakernel-kinds-as-functions.patch); lab/iso2: the same with the
+# __noinline__ fd_run_kind<KIND> (docs/dropped/kinds-as-functions.patch); lab/iso2: the same with the
 # two slice kinds (GATE_UP_DOWN, EXPERT_GATE_UP_DOWN) left inline; lab/isob8: iso with the chunk's weighted
 # sum 8 rows a batch (4 on main). Against main's kernels (lab/sk64c), one process each, at 1,024 and 4,096.
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 FLEET_DECODE_KERNELS=$PWD/lab/sk64c/lib/libfleet_kernels.so

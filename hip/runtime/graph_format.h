@@ -29,6 +29,7 @@
 #define FD_TASK_THREADS 256
 #define FD_GEMV_ROWS_PER_PASS 2
 #define FD_MAX_MERGE_LAT_PARTS 4
+#define FD_WUV_ROWS_PER_PASS 8
 
 enum fd_kind {
     FD_KIND_EMBED = 1,

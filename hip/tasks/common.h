@@ -312,7 +312,7 @@ __device__ __forceinline__ void fd_gate_up_rows(const Act* xs, const fd_bf16* ga
 // lat_s holds out_lat of heads head_first.. (fp32, shared memory). Stored as Act (bf16: HF's
 // attention output is bf16). Eight rows of one head per warp pass (a 512-wide row is only two
 // 16-byte loads per lane, so eight rows keep sixteen loads in flight); row_begin a multiple of 8.
-constexpr int kWuvRowsPerPass = 8;
+constexpr int kWuvRowsPerPass = FD_WUV_ROWS_PER_PASS;
 
 template <class Act, class WL = fd_global_weights>
 __device__ __forceinline__ void fd_wuv_rows(const float* lat_s, int head_first, const fd_bf16* kv_b, int row_begin,

@@ -142,9 +142,9 @@ def _attention(b: _Builder, layer, h_in, h_in_ready, h_out):
     else:
         attn_out = b.buffer(L + "attn_out", H * v)
     parts = plan.merge_v_parts
-    if lat_parts == 1 and not merge_v_parts_fit(parts, v, plan.heads_per_tile, plan.row_align):
+    if lat_parts == 1 and not merge_v_parts_fit(parts, v, plan.heads_per_tile):
         raise ValueError(f"plan.merge_v_parts={parts} needs heads_per_tile 1 and {v} rows a head that split into "
-                         f"parts of a multiple of {plan.row_align}")
+                         f"parts of a multiple of {KERNEL_LIMITS['WUV_ROWS_PER_PASS']} (the kernel's W_UV passes)")
     for i, tile in enumerate(tiles(H, plan.heads_per_tile) if lat_parts == 1 else []):
         for part in range(parts):
             name = f"{L}attn_merge[{i}]" if parts == 1 else f"{L}attn_merge[{i}.v{part}]"

@@ -30,6 +30,7 @@ KERNEL_LIMITS = dict(
     TASK_THREADS=256,  # threads per block of the standalone task launchers
     GEMV_ROWS_PER_PASS=2,  # rows a warp streams at once in the GEMV tiles
     MAX_MERGE_LAT_PARTS=4,  # partial attn_out vectors o_proj adds (Plan.merge_lat_parts)
+    WUV_ROWS_PER_PASS=8,  # W_UV rows of one head a warp streams at once in the merge (merge_v_parts cut in these)
 )
 
 

@@ -196,10 +196,20 @@ def merge_lat_parts_fit(parts: int, kv_rank: int, heads_per_tile: int, router_in
             and not router_in_o_proj)
 
 
-def merge_v_parts_fit(parts: int, v_head_rows: int, heads_per_tile: int, row_align: int) -> bool:
+def merge_v_parts_fit(parts: int, v_head_rows: int, heads_per_tile: int) -> bool:
     """Whether each merge task's W_UV rows can be cut into `parts` tasks: one head a tile, and a head's
-    rows in parts of whole row_align pieces (the kernel's eight-row passes)."""
-    return parts == 1 or (heads_per_tile == 1 and v_head_rows % parts == 0 and (v_head_rows // parts) % row_align == 0)
+    rows in parts of whole passes of the kernel (KERNEL_LIMITS["WUV_ROWS_PER_PASS"] rows), whatever the
+    plan's row_align."""
+    rows_per_pass = KERNEL_LIMITS["WUV_ROWS_PER_PASS"]
+    return parts == 1 or (heads_per_tile == 1 and v_head_rows % parts == 0 and (v_head_rows // parts) % rows_per_pass == 0)
+
+
+def absorb_parts_fit(parts: int, kv_rank: int) -> bool:
+    """Whether a head's q-absorb can be cut into `parts` blocks of latent columns: blocks of a multiple of
+    8 columns (a thread's 16-byte piece of W_UK rows), at most 8 a thread of a worker (the kernel's
+    conditions; kernels.runtime refuses a graph that breaks them)."""
+    return (parts > 0 and kv_rank > 0 and kv_rank % parts == 0 and (kv_rank // parts) % 8 == 0
+            and kv_rank // parts // 8 <= KERNEL_LIMITS["RUNTIME_THREADS"])
 
 
 def decode_worker_stride(workers: int) -> int:
@@ -229,20 +239,17 @@ def decode_plan(config, n_positions: int, workers: int, **overrides) -> Plan:
     chunks = [overrides["attn_chunk"]] if "attn_chunk" in overrides else DECODE_ATTN_CHUNKS
     fits = [(g, c) for g in groups for c in chunks if -(-rows // c) * g <= workers]
     group, chunk = fits[0] if fits else (groups[-1], chunks[-1])
-    # the merge's W_UV parts in the kernel's eight-row passes, whatever the tiles' row_align
-    v_rows, align = config.v_head_dim, overrides.get("row_align", Plan.row_align)
+    kv_rank = getattr(config, "kv_lora_rank", 0) or 0
     heads_per_tile = overrides.get("heads_per_tile", 1)
     lat_parts = 1
     if "merge_v_parts" not in overrides and merge_lat_parts_fit(
-            DECODE_MERGE_LAT_PARTS, getattr(config, "kv_lora_rank", 0) or 1, heads_per_tile,
-            overrides.get("router_in_o_proj", False)):
+            DECODE_MERGE_LAT_PARTS, kv_rank or 1, heads_per_tile, overrides.get("router_in_o_proj", False)):
         lat_parts = DECODE_MERGE_LAT_PARTS
     lat_parts = overrides.get("merge_lat_parts", lat_parts)
-    v_parts = DECODE_MERGE_V_PARTS if lat_parts == 1 and merge_v_parts_fit(DECODE_MERGE_V_PARTS, v_rows,
-                                                                           heads_per_tile, align) else 1
+    v_parts = DECODE_MERGE_V_PARTS if lat_parts == 1 and merge_v_parts_fit(
+        DECODE_MERGE_V_PARTS, config.v_head_dim, heads_per_tile) else 1
     shared_rows = getattr(config, "moe_intermediate_size", 0) * (getattr(config, "n_shared_experts", 0) or 0)
-    kv_rank = getattr(config, "kv_lora_rank", 0) or 0
-    absorb_parts = DECODE_ABSORB_PARTS if kv_rank and kv_rank % (8 * DECODE_ABSORB_PARTS) == 0 else Plan.absorb_parts
+    absorb_parts = DECODE_ABSORB_PARTS if absorb_parts_fit(DECODE_ABSORB_PARTS, kv_rank) else Plan.absorb_parts
     overrides = {"max_positions": rows, "row_align": DECODE_ROW_ALIGN, "absorb_parts": absorb_parts,
                  "dense_split_k": DECODE_DENSE_SPLIT_K, "attn_chunk": chunk, "attn_head_groups": group,
                  "worker_stride": decode_worker_stride(workers), "merge_v_parts": v_parts,

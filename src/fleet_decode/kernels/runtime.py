@@ -25,6 +25,7 @@ import torch
 from fleet_decode.graph import Plan, build_graph, decode_plan, default_plan
 from fleet_decode.graph.format import (ACCUMULATES, COMPILED_DIMS, KERNEL_LIMITS, MAX_ARGS, MAX_BUFFERS, MAX_WEIGHTS,
                                        OPERANDS, TASK, DType, Kind)
+from fleet_decode.graph.plan import absorb_parts_fit
 from fleet_decode.graph.tails import check_tail_kinds, tails, without_tails
 from fleet_decode.graph.weights import weight_table
 from fleet_decode.kernels import library, staging
@@ -207,8 +208,7 @@ def _check_graph(graph, n_sm, scratch_bytes: int):
     for t in graph.tasks:
         if t.kind == Kind.ATTN_CHUNK and t.tile[1] - t.tile[0] > max_chunk:
             raise MegakernelError(f"{t.name} spans {t.tile[1] - t.tile[0]} positions, the kernel at most {max_chunk}")
-        if t.kind == Kind.ROPE_Q_ABSORB and (c.kv_rank % t.args[0] or (c.kv_rank // t.args[0]) % 8
-                                             or c.kv_rank // t.args[0] // 8 > threads):
+        if t.kind == Kind.ROPE_Q_ABSORB and not absorb_parts_fit(t.args[0], c.kv_rank):
             raise MegakernelError(f"{t.name}: {t.args[0]} column blocks of {c.kv_rank} latent columns; the kernel "
                                   f"needs blocks of a multiple of 8 columns, at most {8 * threads}")
         if t.kind == Kind.DOWN_ACCUM and graph.buffers[t.buffers[0]].numel * 4 > scratch_bytes:
