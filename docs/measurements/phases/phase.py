@@ -6,6 +6,7 @@ gate/up tasks; phase-marks-e2bd5a0.patch is part 14's, phase-marks.patch part 7'
     PYTHONPATH=src python docs/measurements/phases/phase.py COPY/lib/libfleet_kernels.so
 The marks cost time themselves (their atomics): compare phases within one run, not across builds."""
 import ctypes
+import os
 import sys
 
 import numpy as np
@@ -19,7 +20,8 @@ from fleet_decode.model import load_model, prompt_ids
 
 lib = library.load(sys.argv[1])
 model = load_model("random:deepseek-coder-v2-lite", dtype=torch.bfloat16, device="cuda")
-prompt = prompt_ids(1024, vocab_size=model.config.vocab_size)
+N_PROMPT = int(os.environ.get("PHASE_PROMPT", 1024))  # the prompt's positions (PHASE_PROMPT=4096: part 19)
+prompt = prompt_ids(N_PROMPT, vocab_size=model.config.vocab_size)
 n_sm = torch.cuda.get_device_properties(0).multi_processor_count
 from fleet_decode.kernels import staging
 
@@ -36,18 +38,17 @@ SHOW = (Kind.RMSNORM_GEMV, Kind.ROPE_Q_ABSORB, Kind.ATTN_CHUNK, Kind.ATTN_MERGE_
         Kind.O_PROJ_RESIDUAL, Kind.ROUTER, Kind.ROUTE_TOPK, Kind.EXPERT_GATE_UP, Kind.DOWN_ACCUM,
         Kind.EXPERT_DOWN_ACCUM, Kind.EXPERT_GATE_UP_DOWN, Kind.GATE_UP_DOWN, Kind.SUM_PARTIALS)
 # The default staging only; PHASE_ALL=1 also times the staged-kind sets of part 7.
-import os  # noqa: E402
 CONFIGS = ([], [Kind.O_PROJ_RESIDUAL], [Kind.O_PROJ_RESIDUAL, Kind.ROUTER], [Kind.RMSNORM_GEMV], []) \
     if os.environ.get("PHASE_ALL") == "1" else ([],)
 for excluded in CONFIGS:
     staging.STAGED_KINDS = tuple(k for k in DEFAULT_KINDS if k not in excluded)
-    mk = Megakernel(model, plan=decode_plan(model.config, 1024 + 32 + 1, n_sm), lib=lib)
+    mk = Megakernel(model, plan=decode_plan(model.config, N_PROMPT + 32 + 1, n_sm), lib=lib)
     mk.prefill(prompt)
-    mk.generate(1024, 32)
+    mk.generate(N_PROMPT, 32)
     s0, c0 = read()
     p50 = []
     for _ in range(3):
-        run = mk.generate(1024, 32)
+        run = mk.generate(N_PROMPT, 32)
         p50.append(np.median(run.step_seconds[2:]) * 1e3)
     torch.cuda.synchronize()
     s1, c1 = read()
