@@ -2,7 +2,7 @@
 # runtime's 256 threads. With 8 heads a task (the decode plans' 2 head groups) each of the 4 groups of 64 threads
 # summed 2 heads over all the chunk's rows, len / 4 batches in a row; lab/c256: groups 0-1 sum 4 heads each over
 # the first half of the positions, groups 2-3 over the second, the halves meet in the scratch
-# (docs/next/chunk-sum-split-positions.patch); lab/c256b8: the same, 8 rows a batch. "default@same" is main's
+# (docs/dropped/chunk-sum-by-positions.patch); lab/c256b8: the same, 8 rows a batch. "default@same" is main's
 # library again under another name: how far two timings of one binary fall apart in one process. Against main's
 # kernels (lab/sk64c), one process each, at 1,024 and 4,096 positions.
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 FLEET_DECODE_KERNELS=$PWD/lab/sk64c/lib/libfleet_kernels.so
