@@ -5,7 +5,8 @@ import pytest
 
 from fleet_decode.graph import Plan, build_graph
 from fleet_decode.graph.format import Kind
-from fleet_decode.kernels.trace import RATE_BIN_US, SM_SHIFT, block_sms, summarise, task_bytes, times_ns
+from fleet_decode.kernels.trace import (RATE_BIN_US, SM_SHIFT, block_sms, compare_libraries, summarise, task_bytes,
+                                        times_ns)
 from fleet_decode.model import get_config
 
 
@@ -143,3 +144,21 @@ def test_the_block_to_sm_map_is_read_from_a_build_that_records_it():
     words[graph.workers[2][0]] = (5 + 1) << SM_SHIFT
     with pytest.raises(ValueError, match="block 2"):
         block_sms(graph, words)
+
+
+def test_traces_of_several_libraries_are_compared_kind_by_kind():
+    def summary(chunk_us, topk_us, out_us, step_us):
+        return {"kinds": {"ATTN_CHUNK": {"run_us_mean": chunk_us}, "ROUTE_TOPK": {"run_us_mean": topk_us}},
+                "moe_layer_stages": {"out": {"fired_us": out_us}}, "step_us_median": step_us,
+                "untraced_p50_us": step_us - 20}
+
+    table = compare_libraries({"main": summary(5.8, 3.2, 71.8, 2056.0), "c4g": summary(5.37, 4.29, 73.5, 2103.2)})
+    lines = {line.split()[0]: line.split()[1:] for line in table.splitlines() if line.strip()}
+    assert lines["per"][-2:] == ["main", "c4g"]
+    assert lines["ATTN_CHUNK"] == ["5.80", "5.37", "(-7%)"]
+    assert lines["ROUTE_TOPK"] == ["3.20", "4.29", "(+34%)"]
+    assert lines["out"] == ["71.80", "73.50", "(+2%)"]
+    # a kind one library's trace lacks is shown as missing, not as a zero
+    table = compare_libraries({"main": summary(5.8, 3.2, 71.8, 2056.0),
+                               "x": {**summary(5.0, 3.0, 70.0, 2000.0), "kinds": {"ATTN_CHUNK": {"run_us_mean": 5.0}}}})
+    assert next(line for line in table.splitlines() if line.startswith("ROUTE_TOPK")).split()[1:] == ["3.20", "-"]

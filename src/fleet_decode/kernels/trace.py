@@ -319,6 +319,7 @@ def main(argv=None) -> int:
         overrides["merge_v_parts"] = args.merge_v_parts
     if args.router_in_o_proj:
         overrides["router_in_o_proj"] = True
+    summaries = {}
     for name, path in libraries.items():
         plan = decode_plan(model.config, args.prompt + args.tokens, n_sm, **overrides)
         mk = Megakernel(model, plan=plan, graph=variant_graph(model.config, plan, variant),
@@ -346,9 +347,42 @@ def main(argv=None) -> int:
                 f.write(json.dumps(summary, indent=1) + "\n")
         if args.raw:
             np.savez_compressed(_named(args.raw, name), raw=raw[:4])
+        summaries[name] = summary
         del mk, trace
         torch.cuda.empty_cache()
+    if len(summaries) > 1:
+        print(compare_libraries(summaries))
     return 0
+
+
+def compare_libraries(summaries: dict[str, dict]) -> str:
+    """Each kind's mean run and each MoE-layer stage's fired time (us) side by side, one column a library,
+    with the change against the first. A kernel change shows in its own kind's run; what the other kinds do
+    in the same process is the build's code generation (docs/megakernel.md part 19), which moved untouched
+    kinds by 15-50 % between builds while one binary traced twice agrees closely."""
+    names = list(summaries)
+    first = summaries[names[0]]
+    width = max(18, *(len(n) + 2 for n in names))  # a value and its change against the first library
+    lines = [f"{'per kind: run us':28s}" + "".join(f"{n:>{width}s}" for n in names)]
+
+    def row(label: str, values: list) -> str:
+        base = values[0]
+        cells = [f"{v:{width}.2f}" if v is not None else f"{'-':>{width}s}" for v in values[:1]]
+        for v in values[1:]:
+            change = f"{v:.2f} ({100 * (v / base - 1):+.0f}%)" if v is not None and base else \
+                (f"{v:.2f}" if v is not None else "-")
+            cells.append(f"{change:>{width}s}")
+        return f"{label:28s}" + "".join(cells)
+
+    for kind in first["kinds"]:
+        lines.append(row(kind, [s["kinds"].get(kind, {}).get("run_us_mean") for s in summaries.values()]))
+    lines.append(f"{'MoE layer: stage fired us':28s}")
+    for stage in first["moe_layer_stages"]:
+        lines.append(row("  " + stage, [s["moe_layer_stages"].get(stage, {}).get("fired_us")
+                                        for s in summaries.values()]))
+    lines.append(row("step (traced) us", [s["step_us_median"] for s in summaries.values()]))
+    lines.append(row("step (untraced P50) us", [s["untraced_p50_us"] for s in summaries.values()]))
+    return "\n".join(lines)
 
 
 def _named(path: str, name: str) -> str:
