@@ -9,6 +9,8 @@ and the SASS of the same library's megakernel with its inline chains:
 
 (nvdisasm and cuobjdump come with the CUDA toolkit, or as the PyPI wheels nvidia-cuda-nvdisasm and
 nvidia-cuda-cuobjdump.) Prints, per kind: its code size, its share of all samples, and its samples by reason.
+Code the compiler emits once for two cases (fd_task_route_topk's body for ROUTE_TOPK and ROUTE_PARTS_TOPK)
+counts for the case its inline records name, which may differ between builds.
 """
 import collections
 import csv
