@@ -242,6 +242,24 @@ def test_a_sweep_times_a_library_with_the_variants_picked_for_it(monkeypatch, ca
     assert "default@old" in capsys.readouterr().err
 
 
+def test_a_sweep_can_time_this_trees_library_again_as_its_control(monkeypatch, capsys):
+    """--same: the default variant on the default library once more, under another name, so that the sweep
+    shows the spread of one binary beside the builds it compares (part 19: builds of one source differ by 2-5 %)."""
+    timed = []
+    monkeypatch.setattr(lab, "sweep", lambda model, prompt, tokens, variants, **kw: timed.append(dict(variants)) or {})
+    monkeypatch.setattr(lab, "print_sweep", lambda result: None)
+    monkeypatch.setattr(lab.library, "device_arch", lambda: "sm_90a")
+    monkeypatch.setenv("FLEET_DECODE_KERNELS", "/main.so")
+    lab.main(["--sweep", "--same", "--variants", "default@new", "--library", "new=/x.so"])
+    (variants,) = timed
+    assert list(variants) == ["default", "default@new", "default@same"]
+    assert variants["default@same"].library == "/main.so" and variants["default"].library is None
+    assert variants["default@same"].plan == variants["default"].plan
+    with pytest.raises(SystemExit):
+        lab.main(["--sweep", "--same", "--library", "same=/x.so"])
+    assert "--same" in capsys.readouterr().err
+
+
 _CTYPES = {"const int*": ctypes.c_void_p, "void* const*": ctypes.c_void_p, "const void* const*": ctypes.c_void_p,
            "int*": ctypes.c_void_p, "float*": ctypes.c_void_p, "unsigned long long*": ctypes.c_void_p,
            "const long long*": ctypes.c_void_p, "const float*": ctypes.c_void_p, "const void*": ctypes.c_void_p,

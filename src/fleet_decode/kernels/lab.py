@@ -5,6 +5,7 @@ notes (docs/megakernel.md) and speed variants timed side by side.
     python -m fleet_decode.kernels.lab --sweep --out sweep.json           # speed variants side by side
     python -m fleet_decode.kernels.lab --sweep --variants "stage off"     # default and the named ones
     python -m fleet_decode.kernels.lab --sweep --library new=B.so         # and each of them with B.so too
+    python -m fleet_decode.kernels.lab --sweep --same --variants default@new --library new=B.so  # + main's again
     python -m fleet_decode.kernels.lab --sweep --variants "tails + worker_stride=7,down_fit=true"  # FIELD=VALUE
 """
 
@@ -406,6 +407,11 @@ def main(argv=None) -> int:
     parser.add_argument("--library", action="append", metavar="NAME=PATH",
                         help="with --sweep: also time each variant with this build of the kernels, as "
                              "'VARIANT@NAME', in the same process (repeatable)")
+    parser.add_argument("--same", action="store_true",
+                        help="with --sweep: also time the default variant on this tree's library again, as "
+                             "'default@same': how far two timings of one binary fall apart in one process, the "
+                             "spread a kernel build must beat (two builds of one source differ by 2-5 %%, "
+                             "docs/megakernel.md part 19)")
     args = parser.parse_args(argv)
     if args.sweep:
         variants = speed_variants(args.prompt, args.tokens)
@@ -426,6 +432,11 @@ def main(argv=None) -> int:
             with_lib = [v.partition("@")[0] for v in picked if v.partition("@")[2] == lib_name] if picked else plain
             chosen.update({f"{name}@{lib_name}": replace(variants[name], library=path) for name in with_lib
                            if variants[name].library is None})
+        if args.same:
+            if "same" in libraries:
+                parser.error("--same names its library 'same': give the other libraries other names")
+            chosen["default@same"] = replace(variants["default"],
+                                             library=str(library.default_library_path(library.device_arch())))
         variants = chosen
         result = sweep(args.model, args.prompt, args.tokens, variants, out=args.out)
         print_sweep(result)
