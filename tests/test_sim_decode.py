@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from fleet_decode.graph import Kind, build_graph
-from fleet_decode.graph.plan import decode_plan, merge_lat_parts_fit
+from fleet_decode.graph.plan import decode_plan, merge_lat_parts_fit, merge_v_parts_fit
 from fleet_decode.sim import SCHEDULES, check_task_kinds, simulate, simulate_layer
 from fleet_decode.sim.decode import sim_plan
 from fleet_decode.sim.__main__ import main as sim_cli
@@ -200,10 +200,15 @@ def test_attention_chunks_cut_by_heads_match_reference(source, workers, schedule
 @pytest.mark.parametrize("schedule", SCHEDULES)
 def test_merges_with_w_uv_in_parts_match_reference(source, workers, schedule):
     """Each head's merge in two tasks (Plan.merge_v_parts): both merge the head's partials, each writes
-    half of its W_UV rows of attn_out."""
+    half of its W_UV rows of attn_out. A model whose head rows do not halve into whole kernel passes
+    (the second config's 12 rows: two halves of 6, passes of 8) is refused when the graph is built."""
     model, ids, *_ = case(source)
     plan = dataclasses.replace(sim_plan(workers, len(ids) + TOKENS, TOKENS), merge_v_parts=2, heads_per_tile=1,
                                row_align=2)
+    if not merge_v_parts_fit(2, model.config.v_head_dim, 1):
+        with pytest.raises(ValueError, match="merge_v_parts=2"):
+            build_graph(model.config, plan)
+        return
     merges = [t for t in build_graph(model.config, plan).tasks if t.kind == Kind.ATTN_MERGE_UV and t.layer == 0]
     assert len(merges) == 2 * model.config.num_attention_heads and {(t.slot, t.args[1]) for t in merges} == {(0, 2), (1, 2)}
     result = simulate(model, ids, TOKENS, plan=plan, schedule=schedule, seed=workers)
