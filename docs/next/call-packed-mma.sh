@@ -1,0 +1,45 @@
+# Sweeps 100-101 and traces 121-122, prepared 2026-12-05 (tenth session, no device time left): the packed stage
+# (docs/next/packed-stage.patch) and the tensor-core chunk (docs/next/chunk-tensor-cores.patch), alone and
+# together, in two device calls of ~7 min: PART=a (the GPU tests of both, 1,024 positions), PART=b (4,096, traces).
+# On the laptop first: bash docs/next/prepare-lab.sh (lab/sk64c, lab/packed, lab/both, lab/mma).
+# carry (7 paths, ~27 MB): ["lab/packed/src", "lab/packed/lib/libfleet_kernels.so", "lab/both/src", "lab/both/tests",
+#   "lab/both/lib/libfleet_kernels.so", "lab/mma/lib/libfleet_kernels.so", "lab/sk64c/lib/libfleet_kernels.so"]
+# The packed trees read 9-word stage tables (main's host 5): their libraries (packed, both) are timed in one process
+# with lab/packed's host code; main's build and lab/mma (main's host code) in another, main's library twice (--same).
+# Judge each change by its own kind's run in the traces and by the step against the same process's default; a
+# build's code generation alone moves a step 2-5 % (part 19).
+export PYTHONUNBUFFERED=1
+t0=$(date +%s); T=$(mktemp -d /tmp/call.XXXXXX); R=$PWD
+PK="env PYTHONPATH=$R/lab/packed/src FLEET_DECODE_KERNELS=$R/lab/packed/lib/libfleet_kernels.so"
+MAIN="env PYTHONPATH=$R/src FLEET_DECODE_KERNELS=$R/lab/sk64c/lib/libfleet_kernels.so"
+BOTH="--library both=$R/lab/both/lib/libfleet_kernels.so"
+MMA="--library mma=$R/lab/mma/lib/libfleet_kernels.so"
+if [ "${PART:-a}" = a ]; then
+  env PYTHONPATH=$R/lab/both/src FLEET_DECODE_KERNELS=$R/lab/both/lib/libfleet_kernels.so timeout 200 python3 -m \
+    pytest -q -x -p no:cacheprovider lab/both/tests/test_kernels_gpu.py lab/both/tests/test_megakernel_gpu.py \
+    -k "kernels_gpu or step_matches or 32_tokens or deterministic or staged or ahead or packed" 2>&1 | tail -4
+  echo "tests $(( $(date +%s) - t0 )) s"
+  $PK timeout 150 python3 -m fleet_decode.kernels.lab --sweep $BOTH --variants "stage_ahead=packed,default@both,\
+stage_ahead=packed@both,stage_ahead=packed + attn_head_groups=2 + attn_chunk=16@both" --out $T/sweep100.json 2>&1 \
+    | grep -v Warning
+  echo "sweep100 $(( $(date +%s) - t0 )) s"
+  $MAIN timeout 100 python3 -m fleet_decode.kernels.lab --sweep --same $MMA --variants "default@mma,\
+attn_head_groups=2 + attn_chunk=16@mma" --out $T/sweep101.json 2>&1 | grep -v Warning
+  echo "sweep101 $(( $(date +%s) - t0 )) s"
+else
+  $PK timeout 150 python3 -m fleet_decode.kernels.lab --sweep --prompt 4096 $BOTH --variants "stage_ahead=packed,\
+default@both,stage_ahead=packed@both,stage_ahead=packed + attn_head_groups=1 + attn_chunk=32@both" \
+    --out $T/sweep100-4096.json 2>&1 | grep -v Warning
+  echo "sweep100-4096 $(( $(date +%s) - t0 )) s"
+  $MAIN timeout 100 python3 -m fleet_decode.kernels.lab --sweep --same --prompt 4096 $MMA --variants "default@mma" \
+    --out $T/sweep101-4096.json 2>&1 | grep -v Warning
+  echo "sweep101-4096 $(( $(date +%s) - t0 )) s"
+  # the packed tree's default and packed policy, and main's build against lab/mma, kind by kind
+  $PK timeout 60 python3 -m fleet_decode.kernels.trace --out $T/trace121-default.json 2>&1 | grep -v Warning | grep -A1 "MoE layer:"
+  $PK timeout 60 python3 -m fleet_decode.kernels.trace --variant "stage_ahead=packed" --out $T/trace121-packed.json 2>&1 \
+    | grep -v Warning | grep -A1 "MoE layer:"
+  $MAIN timeout 90 python3 -m fleet_decode.kernels.trace --library main=$R/lab/sk64c/lib/libfleet_kernels.so $MMA \
+    --out $T/trace122.json 2>&1 | grep -v Warning | grep -i "MoE layer:\|ATTN_CHUNK"
+  echo "traces $(( $(date +%s) - t0 )) s"
+fi
+tar czf $OUT/next.tgz -C $T .
