@@ -15,7 +15,7 @@ MAIN="env PYTHONPATH=$R/src FLEET_DECODE_KERNELS=$R/lab/sk64c/lib/libfleet_kerne
 BOTH="--library both=$R/lab/both/lib/libfleet_kernels.so"
 MMA="--library mma=$R/lab/mma/lib/libfleet_kernels.so"
 if [ "${PART:-a}" = a ]; then
-  env PYTHONPATH=$R/lab/both/src FLEET_DECODE_KERNELS=$R/lab/both/lib/libfleet_kernels.so timeout 200 python3 -m \
+  env PYTHONPATH=$R/lab/both/src FLEET_DECODE_KERNELS=$R/lab/both/lib/libfleet_kernels.so timeout 240 python3 -m \
     pytest -q -x -p no:cacheprovider lab/both/tests/test_kernels_gpu.py lab/both/tests/test_megakernel_gpu.py \
     -k "kernels_gpu or step_matches or 32_tokens or deterministic or staged or ahead or packed" 2>&1 | tail -4
   echo "tests $(( $(date +%s) - t0 )) s"
