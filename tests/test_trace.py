@@ -94,6 +94,25 @@ def test_one_trace_file_per_named_library():
     assert _named("t.json", "") == "t.json"
     assert _named("out/t.json", "lookahead") == "out/t-lookahead.json"
     assert _named("trace", "a") == "trace-a"
+    # a variant's name becomes one plain file name
+    assert _named("out/t.json", "both:stage_ahead=packed + attn_chunk=16") == "out/t-both_stage_ahead_packed_attn_chunk_16.json"
+
+
+def test_each_traced_run_is_named_by_its_library_and_variant():
+    from fleet_decode.kernels.trace import run_name
+
+    assert run_name("", "", 1, 1) == ""  # one run: no name, one file as before
+    assert run_name("main", "stage_ahead=packed", 2, 1) == "main"  # one variant: the library names it
+    assert run_name("", "", 1, 2) == "default" and run_name("", "stage_ahead=packed", 1, 2) == "stage_ahead=packed"
+    assert run_name("mma", "", 2, 2) == "mma:default" and run_name("mma", "tails", 2, 2) == "mma:tails"
+
+
+def test_an_unknown_variant_is_refused_before_the_model_loads(capsys):
+    from fleet_decode.kernels import trace
+
+    with pytest.raises(SystemExit):
+        trace.main(["--variant", "default", "--variant", "no_such_field=3"])
+    assert "no_such_field" in capsys.readouterr().err
 
 
 def test_a_library_without_a_path_is_refused(capsys):
@@ -162,3 +181,21 @@ def test_traces_of_several_libraries_are_compared_kind_by_kind():
     table = compare_libraries({"main": summary(5.8, 3.2, 71.8, 2056.0),
                                "x": {**summary(5.0, 3.0, 70.0, 2000.0), "kinds": {"ATTN_CHUNK": {"run_us_mean": 5.0}}}})
     assert next(line for line in table.splitlines() if line.startswith("ROUTE_TOPK")).split()[1:] == ["3.20", "-"]
+
+
+def test_traced_runs_compare_their_weights_resident_and_their_chain():
+    def summary(absorb_share, absorb_tasks=3456):
+        return {"kinds": {"ROPE_Q_ABSORB": {"run_us_mean": 2.3, "staged_tasks": absorb_tasks,
+                                            "resident_before_ready_share": absorb_share},
+                          "ATTN_CHUNK": {"run_us_mean": 5.7, "staged_tasks": 0, "resident_before_ready_share": None}},
+                "moe_layer_stages": {"route_topk": {"fired_us": 36.4}, "out": {"fired_us": 71.8}},
+                "step_us_median": 2056.0, "untraced_p50_us": 2033.0}
+
+    table = compare_libraries({"default": summary(0.067), "stage_ahead=packed": summary(0.95)})
+    rows = [line.split() for line in table.splitlines()]
+    assert ["resident", "before", "ready", "%"] in rows
+    absorb = next(r for r in rows if r[0] == "ROPE_Q_ABSORB" and len(r) == 4 and r[1] == "6.70")
+    assert absorb == ["ROPE_Q_ABSORB", "6.70", "95.00", "(+1318%)"]
+    assert next(r for r in rows if r[0] == "chain" and r[1] != "to") == ["chain", "6.70", "95.00", "(+1318%)"]
+    assert not any(r[0] == "ATTN_CHUNK" and r[1] == "-" for r in rows)  # an unstaged kind has no resident row
+    assert next(r for r in rows if r[:4] == ["chain", "to", "the", "top-k"])[5:] == ["36.40", "36.40", "(+0%)"]

@@ -34,10 +34,12 @@ default@both,stage_ahead=packed@both,stage_ahead=packed + attn_head_groups=1 + a
   $MAIN timeout 100 python3 -m fleet_decode.kernels.lab --sweep --same --prompt 4096 $MMA --variants "default@mma" \
     --out $T/sweep101-4096.json 2>&1 | grep -v Warning
   echo "sweep101-4096 $(( $(date +%s) - t0 )) s"
-  # the packed tree's default and packed policy, and main's build against lab/mma, kind by kind
-  $PK timeout 60 python3 -m fleet_decode.kernels.trace --out $T/trace121-default.json 2>&1 | grep -v Warning | grep -A1 "MoE layer:"
-  $PK timeout 60 python3 -m fleet_decode.kernels.trace --variant "stage_ahead=packed" --out $T/trace121-packed.json 2>&1 \
-    | grep -v Warning | grep -A1 "MoE layer:"
+  # the packed tree's builds (packed, both) under its default and the packed policy, one process, kind by kind
+  # (runs, weights resident before ready, the chain to the top-k); then main's build against lab/mma
+  $PK timeout 120 python3 -m fleet_decode.kernels.trace --library packed=$R/lab/packed/lib/libfleet_kernels.so $BOTH \
+    --variant default --variant "stage_ahead=packed" --out $T/trace121.json 2>&1 | grep -v Warning \
+    | sed -n '/^per kind: run us/,$p'
+  echo "trace121 $(( $(date +%s) - t0 )) s"
   $MAIN timeout 90 python3 -m fleet_decode.kernels.trace --library main=$R/lab/sk64c/lib/libfleet_kernels.so $MMA \
     --out $T/trace122.json 2>&1 | grep -v Warning | grep -i "MoE layer:\|ATTN_CHUNK"
   echo "traces $(( $(date +%s) - t0 )) s"

@@ -5,6 +5,7 @@ stage of a layer.
     PYTHONPATH=src python3 -m fleet_decode.kernels.trace --out trace.json     # on a GPU host
     python3 -m fleet_decode.kernels.trace --library a=A.so --library b=B.so --out t.json  # t-a.json, t-b.json
     python3 -m fleet_decode.kernels.trace --variant "tails + down_fit=true" --out t.json
+    python3 -m fleet_decode.kernels.trace --variant default --variant "stage_ahead=packed" --out t.json  # side by side
 
 Per stage the summary gives, averaged over the MoE layers and the steady steps: when the stage's
 first task could start (inputs ready) and when its last task signalled, both relative to the
@@ -284,8 +285,10 @@ def main(argv=None) -> int:
                         help="the o_proj tiles compute the router's dot products (Plan.router_in_o_proj)")
     parser.add_argument("--merge-v-parts", type=int,
                         help="each head's W_UV rows in this many merge tasks (Plan.merge_v_parts)")
-    parser.add_argument("--variant", help="a sweep variant (kernels.lab: a known name or parts joined by ' + ', "
-                                          "each a name or FIELD=VALUE), before the flags above")
+    parser.add_argument("--variant", action="append",
+                        help="a sweep variant (kernels.lab: a known name or parts joined by ' + ', each a name or "
+                             "FIELD=VALUE), before the flags above; repeatable: each traced in this process and "
+                             "compared side by side (with --library: every variant on every library)")
     parser.add_argument("--library", action="append", metavar="NAME=PATH",
                         help="trace with this build of the kernels (repeatable: one model load, one trace per "
                              "library, written to OUT with -NAME before its suffix)")
@@ -293,34 +296,37 @@ def main(argv=None) -> int:
     parser.add_argument("--raw", help="write the raw trace (numpy .npz) here")
     args = parser.parse_args(argv)
     libraries = library_specs(parser, args.library) or {"": None}  # none named: this GPU's build
+    from fleet_decode.kernels.lab import Variant, speed_variants, variant_graph, variant_named
+
+    known = speed_variants(args.prompt, args.tokens)
+    variants = {}  # refused before the model loads
+    for text in args.variant or [None]:
+        try:
+            variants[text or ""] = variant_named(text, known) if text else Variant()
+        except (ValueError, TypeError) as err:
+            parser.error(str(err))
     model = load_model(args.model, dtype=torch.bfloat16, device="cuda")
     prompt = prompt_ids(args.prompt, vocab_size=model.config.vocab_size)
     n_sm = torch.cuda.get_device_properties(0).multi_processor_count
-    from fleet_decode.kernels.lab import Variant, speed_variants, variant_graph, variant_named
-
-    variant = Variant()
-    if args.variant:
-        try:
-            variant = variant_named(args.variant, speed_variants(args.prompt, args.tokens))
-        except (ValueError, TypeError) as err:
-            parser.error(str(err))
-    tuning, overrides = variant.tuning, dict(variant.plan)
-    if args.no_stage:
-        tuning = replace(tuning, stage=False)
-    if args.tails:
-        tuning = replace(tuning, tail_kinds=TAIL_KINDS)
-    if args.moe_tiles:
-        overrides["moe_tiles"] = args.moe_tiles
-    if args.shared_parts:
-        overrides["shared_parts"] = args.shared_parts
-    if args.attn_head_groups:
-        overrides["attn_head_groups"] = args.attn_head_groups
-    if args.merge_v_parts:
-        overrides["merge_v_parts"] = args.merge_v_parts
-    if args.router_in_o_proj:
-        overrides["router_in_o_proj"] = True
+    runs = [(run_name(lib, text, len(libraries), len(variants)), path, variant)
+            for lib, path in libraries.items() for text, variant in variants.items()]
     summaries = {}
-    for name, path in libraries.items():
+    for name, path, variant in runs:
+        tuning, overrides = variant.tuning, dict(variant.plan)
+        if args.no_stage:
+            tuning = replace(tuning, stage=False)
+        if args.tails:
+            tuning = replace(tuning, tail_kinds=TAIL_KINDS)
+        if args.moe_tiles:
+            overrides["moe_tiles"] = args.moe_tiles
+        if args.shared_parts:
+            overrides["shared_parts"] = args.shared_parts
+        if args.attn_head_groups:
+            overrides["attn_head_groups"] = args.attn_head_groups
+        if args.merge_v_parts:
+            overrides["merge_v_parts"] = args.merge_v_parts
+        if args.router_in_o_proj:
+            overrides["router_in_o_proj"] = True
         plan = decode_plan(model.config, args.prompt + args.tokens, n_sm, **overrides)
         mk = Megakernel(model, plan=plan, graph=variant_graph(model.config, plan, variant),
                         lib=library.load(path) if path else None, tuning=tuning)
@@ -339,7 +345,7 @@ def main(argv=None) -> int:
                        plan=str(mk.plan), tuning=str(mk.tuning), library=path, tokens=plain.tokens)
         summary.update(chain_view(summary))
         if name:
-            print(f"== library {name}: {path}")
+            print(f"== {name}: {path or 'the default build'}")
         print(f"untraced P50 {summary['untraced_p50_us']:.1f} us; traced tokens equal: {summary['same_tokens_traced']}")
         print_summary(summary)
         if args.out:
@@ -355,11 +361,20 @@ def main(argv=None) -> int:
     return 0
 
 
+def run_name(library: str, variant: str, n_libraries: int, n_variants: int) -> str:
+    """A traced run's name: its library's, its variant's where several are traced ('' for one run)."""
+    if n_variants <= 1:
+        return library
+    return f"{library}:{variant or 'default'}" if library else (variant or "default")
+
+
 def compare_libraries(summaries: dict[str, dict]) -> str:
-    """Each kind's mean run and each MoE-layer stage's fired time (us) side by side, one column a library,
-    with the change against the first. A kernel change shows in its own kind's run; what the other kinds do
-    in the same process is the build's code generation (docs/megakernel.md part 19), which moved untouched
-    kinds by 15-50 % between builds while one binary traced twice agrees closely."""
+    """Each kind's mean run and each MoE-layer stage's fired time (us) side by side, one column a traced
+    run (a library, a variant or both), with the change against the first; then the staged kinds' share of
+    tasks whose weights had landed before their inputs were ready, and the chain to the top-k. A kernel
+    change shows in its own kind's run; what the other kinds do in the same process is the build's code
+    generation (docs/megakernel.md part 19), which moved untouched kinds by 15-50 % between builds while one
+    binary traced twice agrees closely."""
     names = list(summaries)
     first = summaries[names[0]]
     width = max(18, *(len(n) + 2 for n in names))  # a value and its change against the first library
@@ -380,15 +395,28 @@ def compare_libraries(summaries: dict[str, dict]) -> str:
     for stage in first["moe_layer_stages"]:
         lines.append(row("  " + stage, [s["moe_layer_stages"].get(stage, {}).get("fired_us")
                                         for s in summaries.values()]))
+    staged = [k for k in first["kinds"] if any(s["kinds"].get(k, {}).get("staged_tasks") for s in summaries.values())]
+    if staged:
+        lines.append(f"{'resident before ready %':28s}")
+
+        def percent(share):
+            return None if share is None else 100 * share
+        for kind in staged:
+            lines.append(row("  " + kind, [percent(s["kinds"].get(kind, {}).get("resident_before_ready_share"))
+                                           for s in summaries.values()]))
+        lines.append(row("  chain", [percent(chain_view(s)["chain_resident_share"]) for s in summaries.values()]))
+    lines.append(row("chain to the top-k us", [chain_view(s)["chain_to_topk_us"] for s in summaries.values()]))
     lines.append(row("step (traced) us", [s["step_us_median"] for s in summaries.values()]))
     lines.append(row("step (untraced P50) us", [s["untraced_p50_us"] for s in summaries.values()]))
     return "\n".join(lines)
 
 
 def _named(path: str, name: str) -> str:
-    """out.json -> out-NAME.json (unchanged without a name)."""
+    """out.json -> out-NAME.json (unchanged without a name); a variant's spaces, '=', '+', ':' and '/' become
+    one '_' each run, so the name stays one plain file name."""
     if not name:
         return path
+    name = re.sub(r"[^A-Za-z0-9_.@-]+", "_", name).strip("_")
     stem, dot, suffix = path.rpartition(".")
     return f"{stem}-{name}.{suffix}" if dot else f"{path}-{name}"
 
