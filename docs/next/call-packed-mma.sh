@@ -25,8 +25,8 @@ a)
     pytest -q -x -p no:cacheprovider lab/both/tests/test_kernels_gpu.py lab/both/tests/test_megakernel_gpu.py \
     -k "kernels_gpu or step_matches or 32_tokens or deterministic or staged or ahead or packed" 2>&1 | tail -4
   echo "tests $(( $(date +%s) - t0 )) s"
-  lab sweep100 "$PK" $BOTH --variants "stage_ahead=packed,default@both,stage_ahead=packed@both,\
-stage_ahead=packed + attn_head_groups=1@both"
+  lab sweep100 "$PK" $BOTH --variants "stage_ahead=packed,stage_ahead=packed-early,default@both,\
+stage_ahead=packed@both,stage_ahead=packed + attn_head_groups=1@both"
   ;;
 b)
   lab sweep101 "$MAIN" --same $MMA --variants "default@mma,attn_head_groups=1@mma,attn_head_groups=1 + attn_chunk=32@mma,\
