@@ -1,5 +1,5 @@
 """Replays the indexing of docs/next/chunk-tensor-cores.patch's fd_attention_chunk_mma in numpy (q and the
-probabilities split into hi + lo bf16 parts; the warp products' items, k-step blocks and tiles; the fixed order of
+probabilities split into hi + lo bf16 parts; the warp products' tiles and k-step blocks (both parts of q in one product); the fixed order of
 the partial sums; the clamped row tiles of the weighted sum) and compares the chunk's m, l and o with fp64
 arithmetic on the same bf16 cache. It checks the kernel's index math, not the WMMA fragment layouts.
 
@@ -16,27 +16,26 @@ def chunk(q, cache, n_pos, t_begin, t_end, n, scale, warps=8, items_max=8):
     len_ = max(0, min(t_end, n_pos) - t_begin); tiles = (len_ + 15) // 16
     Q = np.zeros((16, QK), np.float32); Q[:n] = q[:n]
     qh, ql = split(Q)
-    splits = max(1, items_max // (2 * tiles)) if tiles > 0 else 1
-    n_items = tiles * 2 * splits
+    splits = 4 if tiles <= 2 else 2
+    n_items = tiles * splits
     items = np.zeros((items_max, 16, 16), np.float32)
     steps = QK // 16
     for item in range(n_items):
-        tile, part, sp = item // (2 * splits), item // splits % 2, item % splits
-        qq = ql if part else qh
+        tile, sp = item // splits, item % splits
         row0 = t_begin + 16 * tile
         acc = np.zeros((16, 16), np.float64)
         for s in range(sp * steps // splits, (sp + 1) * steps // splits):
-            A = qq[:, 16 * s:16 * s + 16]
             B = cache[row0:row0 + 16, 16 * s:16 * s + 16].T  # (k, n)
-            acc += A.astype(np.float64) @ B.astype(np.float64)
+            acc += qh[:, 16 * s:16 * s + 16].astype(np.float64) @ B.astype(np.float64)
+            acc += ql[:, 16 * s:16 * s + 16].astype(np.float64) @ B.astype(np.float64)
         items[item] = acc.astype(np.float32)
     prob = np.zeros((16, MAXC), np.float32)
     flat = items.reshape(-1)
     for h in range(n):
         for t in range(len_):
             sc = np.float32(0)
-            for r in range(2 * splits):
-                sc += flat[256 * (2 * splits * (t // 16) + r) + 16 * h + t % 16]
+            for r in range(splits):
+                sc += flat[256 * (splits * (t // 16) + r) + 16 * h + t % 16]
             prob[h, t] = sc * scale
     m = np.full(n, -np.inf, np.float32); l = np.zeros(n, np.float32)
     for h in range(n):
