@@ -101,10 +101,10 @@ def test_one_trace_file_per_named_library():
 def test_each_traced_run_is_named_by_its_library_and_variant():
     from fleet_decode.kernels.trace import run_name
 
-    assert run_name("", "", 1, 1) == ""  # one run: no name, one file as before
-    assert run_name("main", "stage_ahead=packed", 2, 1) == "main"  # one variant: the library names it
-    assert run_name("", "", 1, 2) == "default" and run_name("", "stage_ahead=packed", 1, 2) == "stage_ahead=packed"
-    assert run_name("mma", "", 2, 2) == "mma:default" and run_name("mma", "tails", 2, 2) == "mma:tails"
+    assert run_name("", "", 1) == ""  # one run: no name, one file as before
+    assert run_name("main", "stage_ahead=packed", 1) == "main"  # one variant: the library names it
+    assert run_name("", "", 2) == "default" and run_name("", "stage_ahead=packed", 2) == "stage_ahead=packed"
+    assert run_name("mma", "", 2) == "mma:default" and run_name("mma", "tails", 2) == "mma:tails"
 
 
 def test_an_unknown_variant_is_refused_before_the_model_loads(capsys):

@@ -308,26 +308,21 @@ def main(argv=None) -> int:
     model = load_model(args.model, dtype=torch.bfloat16, device="cuda")
     prompt = prompt_ids(args.prompt, vocab_size=model.config.vocab_size)
     n_sm = torch.cuda.get_device_properties(0).multi_processor_count
-    runs = [(run_name(lib, text, len(libraries), len(variants)), path, variant)
+    # the flags above, on top of every variant
+    flag_plan = {k: v for k, v in (("moe_tiles", args.moe_tiles), ("shared_parts", args.shared_parts),
+                                   ("attn_head_groups", args.attn_head_groups), ("merge_v_parts", args.merge_v_parts),
+                                   ("router_in_o_proj", args.router_in_o_proj)) if v}
+    flag_tuning = {}
+    if args.no_stage:
+        flag_tuning["stage"] = False
+    if args.tails:
+        flag_tuning["tail_kinds"] = TAIL_KINDS
+    runs = [(run_name(lib, text, len(variants)), path, variant)
             for lib, path in libraries.items() for text, variant in variants.items()]
     summaries = {}
     for name, path, variant in runs:
-        tuning, overrides = variant.tuning, dict(variant.plan)
-        if args.no_stage:
-            tuning = replace(tuning, stage=False)
-        if args.tails:
-            tuning = replace(tuning, tail_kinds=TAIL_KINDS)
-        if args.moe_tiles:
-            overrides["moe_tiles"] = args.moe_tiles
-        if args.shared_parts:
-            overrides["shared_parts"] = args.shared_parts
-        if args.attn_head_groups:
-            overrides["attn_head_groups"] = args.attn_head_groups
-        if args.merge_v_parts:
-            overrides["merge_v_parts"] = args.merge_v_parts
-        if args.router_in_o_proj:
-            overrides["router_in_o_proj"] = True
-        plan = decode_plan(model.config, args.prompt + args.tokens, n_sm, **overrides)
+        tuning = replace(variant.tuning, **flag_tuning)
+        plan = decode_plan(model.config, args.prompt + args.tokens, n_sm, **{**variant.plan, **flag_plan})
         mk = Megakernel(model, plan=plan, graph=variant_graph(model.config, plan, variant),
                         lib=library.load(path) if path else None, tuning=tuning)
         mk.prefill(prompt)
@@ -361,7 +356,7 @@ def main(argv=None) -> int:
     return 0
 
 
-def run_name(library: str, variant: str, n_libraries: int, n_variants: int) -> str:
+def run_name(library: str, variant: str, n_variants: int) -> str:
     """A traced run's name: its library's, its variant's where several are traced ('' for one run)."""
     if n_variants <= 1:
         return library
@@ -395,17 +390,18 @@ def compare_libraries(summaries: dict[str, dict]) -> str:
     for stage in first["moe_layer_stages"]:
         lines.append(row("  " + stage, [s["moe_layer_stages"].get(stage, {}).get("fired_us")
                                         for s in summaries.values()]))
+    def percent(share):
+        return None if share is None else 100 * share
+
+    views = [chain_view(s) for s in summaries.values()]
     staged = [k for k in first["kinds"] if any(s["kinds"].get(k, {}).get("staged_tasks") for s in summaries.values())]
     if staged:
         lines.append(f"{'resident before ready %':28s}")
-
-        def percent(share):
-            return None if share is None else 100 * share
         for kind in staged:
             lines.append(row("  " + kind, [percent(s["kinds"].get(kind, {}).get("resident_before_ready_share"))
                                            for s in summaries.values()]))
-        lines.append(row("  chain", [percent(chain_view(s)["chain_resident_share"]) for s in summaries.values()]))
-    lines.append(row("chain to the top-k us", [chain_view(s)["chain_to_topk_us"] for s in summaries.values()]))
+        lines.append(row("  chain", [percent(v["chain_resident_share"]) for v in views]))
+    lines.append(row("chain to the top-k us", [v["chain_to_topk_us"] for v in views]))
     lines.append(row("step (traced) us", [s["step_us_median"] for s in summaries.values()]))
     lines.append(row("step (untraced P50) us", [s["untraced_p50_us"] for s in summaries.values()]))
     return "\n".join(lines)
