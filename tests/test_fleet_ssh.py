@@ -112,14 +112,18 @@ def test_two_hosts_run_side_by_side_and_the_report_shows_both(fleet, first_run):
 
 def snakemake_cutting(fleet, host: str, rule: str, log_path: Path):
     """`snakemake --cores 2 --forcerun m3 report`; takes `host`'s link down once its `rule` runs there
-    (rule None: before the start). Returns (exit code, output, when it started)."""
-    env = dict(os.environ, PYTHONPATH=str(fleet.repo / "src"))
+    (rule None: before the start). Returns (exit code, output, when it started). A run that does not
+    end fails the test with every process's Python stacks (faulthandler, on SIGABRT) in the message,
+    and leaves no Snakemake lock behind for the next test."""
+    env = dict(os.environ, PYTHONPATH=str(fleet.repo / "src"), PYTHONFAULTHANDLER="1")
     started = time.time()
     if rule is None:
         fleet.hosts[host].cut()
     with open(log_path, "w+") as log:
+        # Its own process group: Snakemake spawns each job as a child process, and a hang may be in any.
         run = subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "2", "--forcerun", "m3", "report"],
-                               cwd=fleet.repo, env=env, stdout=log, stderr=subprocess.STDOUT)
+                               cwd=fleet.repo, env=env, stdout=log, stderr=subprocess.STDOUT,
+                               start_new_session=True)
         try:
             if rule is not None:
                 deadline = time.monotonic() + 300  # a guard against a hung run, not a timing claim
@@ -129,10 +133,17 @@ def snakemake_cutting(fleet, host: str, rule: str, log_path: Path):
                 assert running_runs(fleet.workdirs[host], rule), f"{rule} never ran on {host}"
                 fleet.hosts[host].cut()
             run.wait(timeout=540)
+        except subprocess.TimeoutExpired:
+            os.killpg(run.pid, signal.SIGABRT)  # each Python process writes its threads' stacks to the log
+            time.sleep(3)
+            log.seek(0)
+            pytest.fail(f"snakemake did not end within 540 s of the cut; its log, stacks last:\n{log.read()[-12000:]}")
         finally:
             if run.poll() is None:
-                run.kill()
+                os.killpg(run.pid, signal.SIGKILL)
                 run.wait()
+            if run.returncode is not None and run.returncode < 0:  # killed: its lock would stop the next test
+                snakemake(fleet.repo, "--unlock", check=False)
         log.seek(0)
         return run.returncode, log.read(), started
 

@@ -10,7 +10,7 @@ from fleet_decode.pipeline.config import load
 from fleet_decode.pipeline.deploy import DirtyTree, ensure_deployed, snapshot
 from fleet_decode.pipeline.evidence import read_evidence
 from fleet_decode.pipeline.run import run_rule
-from fleet_decode.pipeline.transport import LocalTransport, TransportError
+from fleet_decode.pipeline.transport import ConnectionLost, LocalTransport, TransportError
 
 
 @pytest.fixture(scope="module")
@@ -88,6 +88,28 @@ def test_an_interrupted_rule_reattaches_to_its_run_instead_of_starting_another(r
     assert doc["status"] == "pass" and doc["argv"][-2:] == ["--out", "m0/host.json"]
     run_rule(config, "cpu", "m0_host", str(out), "m0/host.json", repo)  # fetched now: a new run
     assert len(started) == 2
+
+
+def test_a_connection_lost_as_the_run_starts_names_the_rule_and_the_next_run_reattaches(repo, tmp_path, monkeypatch,
+                                                                                       capsys):
+    config = load(repo / "config" / "config.yaml")
+    out = tmp_path / "results" / "cpu" / "m0" / "host.json"
+    started, real_start = [], LocalTransport.start
+
+    def start_then_lose_the_answer(self, run_dir, command, key="", env=None):
+        started.append(run_dir)
+        real_start(self, run_dir, command, key, env)  # it did start on the host; the answer never came
+        raise ConnectionLost("cpu: SSH connection to 'cpu' dropped mid-command")
+
+    monkeypatch.setattr(LocalTransport, "start", start_then_lose_the_answer)
+    with pytest.raises(TransportError) as error:
+        run_rule(config, "cpu", "m0_host", str(out), "m0/host.json", repo)
+    assert str(error.value).startswith("cpu: connection lost during m0_host (m0/host.json) as it started "
+                                       "(cpu: SSH connection to 'cpu' dropped mid-command)")
+    assert started[0] in str(error.value) and not out.exists()
+    run_rule(config, "cpu", "m0_host", str(out), "m0/host.json", repo)
+    assert len(started) == 1 and "re-attaching to the same run" in capsys.readouterr().err
+    assert read_evidence(out)["status"] == "pass"
 
 
 def test_a_failing_remote_command_shows_its_log_tail_and_leaves_nothing(repo, tmp_path):

@@ -19,7 +19,7 @@ from rich.console import Console
 from fleet_decode.pipeline.config import host_params
 from fleet_decode.pipeline.deploy import DirtyTree, ensure_deployed, resolve_workdir, snapshot
 from fleet_decode.pipeline.milestones import MILESTONES
-from fleet_decode.pipeline.transport import TransportError, open_transport, q
+from fleet_decode.pipeline.transport import ConnectionLost, TransportError, open_transport, q
 
 
 def run_name(rule: str, stamp: str, token: str) -> str:
@@ -111,7 +111,12 @@ def run_rule(config: dict, host_name: str, rule: str, output: str, evidence: str
         if not earlier:
             command = (f'cd {q(tree)} && PYTHONPATH={pythonpath}"${{PYTHONPATH:+:$PYTHONPATH}}" '
                        + " ".join(map(q, [*argv, "--out", remote_out])))
-            transport.start(run_dir, command, key, env)  # env may hold secrets: never in command.sh
+            try:
+                transport.start(run_dir, command, key, env)  # env may hold secrets: never in command.sh
+            except ConnectionLost as e:  # the run may be going: the next invocation re-attaches to it
+                raise TransportError(f"{host_name}: connection lost during {rule} ({evidence}) as it "
+                                     f"started ({e}); if it did start, the next run re-attaches to it "
+                                     f"in {run_dir}") from None
         transport.wait(run_dir, f"{rule} ({evidence})", timeout_s=host["timeout_s"], on_log=show)
         transport.fetch_verified(remote_out, output)
         transport.check(f"touch {q(run_dir)}/fetched", f"marking {run_dir} fetched")

@@ -9,6 +9,7 @@ import logging
 import os
 import shlex
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -21,6 +22,11 @@ CONNECT_TIMEOUT_S = 10
 # not paramiko's hour, before the connection counts as lost.
 CHANNEL_TIMEOUT_S = 30
 REATTACH_WINDOW_S = 60
+# A link that goes silent must end every wait on it, SFTP's too, whose own waits have no end: an SSH
+# keepalive after this many idle seconds keeps data in flight, and the kernel drops a connection whose
+# data stays unacknowledged for DEAD_LINK_S (Linux's TCP_USER_TIMEOUT; elsewhere its own retries end it).
+KEEPALIVE_S = 10
+DEAD_LINK_S = 30
 
 
 # paramiko logs a failed handshake with a traceback from its own thread; the transport's errors
@@ -253,6 +259,8 @@ class SshTransport(Transport):
 
         try:
             connection.open()
+            for hop in hops:
+                _notice_a_silent_link(hop.client.get_transport())
         except HostKeyRefused as e:
             raise TransportError(str(e)) from None
         except paramiko.BadHostKeyException as e:
@@ -290,17 +298,34 @@ class SshTransport(Transport):
         return Result(r.exited, r.stdout, r.stderr)
 
     def put(self, local, remote):
-        self._alive()
-        self.connection.put(str(local), remote)
+        self._copy("put", str(local), remote)
 
     def get(self, remote, local):
+        self._copy("get", remote, str(local))
+
+    def _copy(self, direction: str, source: str, target: str):
+        import paramiko
         self._alive()
-        self.connection.get(remote, str(local))
+        try:
+            # A read that hears nothing for CHANNEL_TIMEOUT_S gives up (paramiko's SFTP waits for ever).
+            self.connection.sftp().get_channel().settimeout(CHANNEL_TIMEOUT_S)
+            getattr(self.connection, direction)(source, target)
+        except (paramiko.SSHException, EOFError, socket.timeout, ConnectionError) as e:
+            raise ConnectionLost(f"{self.name}: SSH connection to {self.alias!r} dropped while copying "
+                                 f"{source}: {str(e) or type(e).__name__}") from None
 
     def close(self):
         for hop in self.hops:  # Fabric closes a connection, not the gateways it went through
             hop.close()
         self.connection, self.hops = None, []
+
+
+def _notice_a_silent_link(transport):
+    if transport is None:
+        return
+    transport.set_keepalive(KEEPALIVE_S)
+    if isinstance(transport.sock, socket.socket) and hasattr(socket, "TCP_USER_TIMEOUT"):
+        transport.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, DEAD_LINK_S * 1000)
 
 
 def _hop_offering(hops, key) -> str:
