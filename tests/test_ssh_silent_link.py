@@ -56,9 +56,10 @@ def test_a_copy_on_a_link_gone_silent_ends_naming_the_host(silent_host, tmp_path
     host, transport = silent_host
     local = tmp_path / "evidence.json"
     local.write_bytes(os.urandom(1 << 20))
-    transport.put(local, "/tmp/silent-link-evidence.json")  # the SFTP session is open before the cut
+    remote = str(tmp_path / "on the host.json")  # the netns host shares this machine's files
+    transport.put(local, remote)  # the SFTP session is open before the cut
     host.cut()
-    error = outcome_of(transport.get, "/tmp/silent-link-evidence.json", tmp_path / "fetched.json")
+    error = outcome_of(transport.get, remote, tmp_path / "fetched.json")
     assert isinstance(error, ConnectionLost), repr(error)
     assert str(error).startswith("gpu-box: SSH connection to 'silent' dropped while copying")
     assert not (tmp_path / "fetched.json").exists() or (tmp_path / "fetched.json").stat().st_size < local.stat().st_size
@@ -68,7 +69,7 @@ def test_a_first_copy_after_the_link_went_silent_ends_naming_the_host(silent_hos
     host, transport = silent_host
     (tmp_path / "env").write_text("export A=1\n")
     host.cut()  # SFTP was never opened on this connection: opening it waits on the silent link
-    error = outcome_of(transport.put, tmp_path / "env", "/tmp/silent-link-env")
+    error = outcome_of(transport.put, tmp_path / "env", str(tmp_path / "env on the host"))
     assert isinstance(error, ConnectionLost), repr(error)
     assert str(error).startswith("gpu-box: SSH connection to 'silent' dropped while copying")
 
