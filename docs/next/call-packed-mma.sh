@@ -1,5 +1,5 @@
 # Sweeps 100-101 and traces 121-122, prepared 2026-12-05 (tenth session, no device time left): the packed stage
-# (docs/next/packed-stage.patch) and the tensor-core chunk (docs/next/chunk-tensor-cores.patch), alone and
+# (docs/dropped/packed-stage.patch) and the tensor-core chunk (docs/dropped/chunk-tensor-cores.patch), alone and
 # together, in three device calls: PART=a (~7 min: the GPU tests of both patches, the packed tree's sweep at 1,024),
 # PART=b (~7 min: main's process at 1,024 and both processes at 4,096), PART=c (~4 min: the traces, kind by kind).
 # On the laptop first: bash docs/next/prepare-lab.sh (lab/sk64c, lab/packed, lab/both, lab/mma).

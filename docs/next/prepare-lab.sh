@@ -18,8 +18,8 @@ kernels() {  # kernels NAME: its hip/ built for sm_90a into lab/NAME/lib, with i
   grep -h "fd_megakernel" -A2 $d/build.log | grep -i "spill\|registers" | head -2 || true
 }
 mkdir -p lab/sk64c && rm -rf lab/sk64c/hip && cp -r hip lab/sk64c/hip
-tree packed docs/next/packed-stage.patch
-tree both docs/next/packed-stage.patch docs/next/chunk-tensor-cores.patch
-mkdir -p lab/mma && rm -rf lab/mma/hip && cp -r hip lab/mma/hip && (cd lab/mma && patch -p1 -s < $root/docs/next/chunk-tensor-cores.patch)
+tree packed docs/dropped/packed-stage.patch
+tree both docs/dropped/packed-stage.patch docs/dropped/chunk-tensor-cores.patch
+mkdir -p lab/mma && rm -rf lab/mma/hip && cp -r hip lab/mma/hip && (cd lab/mma && patch -p1 -s < $root/docs/dropped/chunk-tensor-cores.patch)
 for name in sk64c packed both mma; do kernels $name; echo "built lab/$name"; done
 ls -la lab/*/lib/libfleet_kernels.so

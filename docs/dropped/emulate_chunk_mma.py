@@ -3,7 +3,7 @@ probabilities split into hi + lo bf16 parts; the warp products' tiles and k-step
 the partial sums; the clamped row tiles of the weighted sum) and compares the chunk's m, l and o with fp64
 arithmetic on the same bf16 cache. It checks the kernel's index math, not the WMMA fragment layouts.
 
-    python docs/next/emulate_chunk_mma.py     # prints the worst relative error (M1's bound: 1e-4)
+    python docs/dropped/emulate_chunk_mma.py     # prints the worst relative error (M1's bound: 1e-4)
 """
 import numpy as np, torch
 rng = np.random.default_rng(0)
