@@ -79,6 +79,37 @@ __device__ __forceinline__ int fd_warp() { return threadIdx.x / kWarpSize; }
 __device__ __forceinline__ int fd_num_warps() { return blockDim.x / kWarpSize; }
 
 // ---------------------------------------------------------------------------------------------
+// 16x16x16 matrix products on the tensor cores: bf16 operands, fp32 accumulation, a warp per product
+// (NVIDIA sm_80 and later, through WMMA). FD_HAS_MMA16 says whether this compilation pass has them;
+// where it does not (AMD, older GPUs, the host pass) callers keep their plain-core path. Operand
+// pointers are 32-byte aligned, ldm (elements) a multiple of 8; A is row-major, B either layout.
+#if FD_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#include <mma.h>
+#define FD_HAS_MMA16 1
+namespace fd_mma16 {
+namespace w = nvcuda::wmma;
+typedef w::fragment<w::matrix_a, 16, 16, 16, __nv_bfloat16, w::row_major> a_t;
+typedef w::fragment<w::matrix_b, 16, 16, 16, __nv_bfloat16, w::col_major> b_col_t;  // B(k, n) at p[n * ldm + k]
+typedef w::fragment<w::matrix_b, 16, 16, 16, __nv_bfloat16, w::row_major> b_row_t;  // B(k, n) at p[k * ldm + n]
+typedef w::fragment<w::accumulator, 16, 16, 16, float> acc_t;
+template <class F>
+__device__ __forceinline__ void load(F& f, const uint16_t* p, int ldm) {
+  w::load_matrix_sync(f, reinterpret_cast<const __nv_bfloat16*>(p), ldm);
+}
+__device__ __forceinline__ void zero(acc_t& c) { w::fill_fragment(c, 0.f); }
+template <class B>
+__device__ __forceinline__ void mma(acc_t& c, const a_t& a, const B& b) { w::mma_sync(c, a, b, c); }
+// c's 16x16 floats row-major at p (ldm floats a row).
+__device__ __forceinline__ void store(float* p, const acc_t& c, int ldm) { w::store_matrix_sync(p, c, ldm, w::mem_row_major); }
+// Orders a warp's shared-memory writes (a stored product) before its lanes read them.
+__device__ __forceinline__ void sync_warp() { __syncwarp(); }
+constexpr uintptr_t kAlign = 32;  // bytes: every operand pointer's alignment
+}  // namespace fd_mma16
+#else
+#define FD_HAS_MMA16 0
+#endif
+
+// ---------------------------------------------------------------------------------------------
 // bf16 is stored as its raw 16 bits so that host code, ctypes and both compilers agree on layout.
 typedef uint16_t fd_bf16;
 

@@ -61,6 +61,9 @@ def test_hip_compiles_every_kernel_and_spills_nothing_new(arch, request):
     record = request.getfixturevalue(BUILDS[arch])
     built = {name.split("<")[0] for name in record["kernels"]}
     assert STANDALONE_KERNELS | {"fd_megakernel"} <= built, built
+    assert "fd_megakernel<false>" in record["kernels"]  # the plain chunk's entry; NVIDIA builds add <true>
+    if arch == "sm_90a":
+        assert record["kernels"]["fd_megakernel<true>"]["registers"] > 0
     assert "fd_kernel_rmsnorm_gemv<bf16>" in record["kernels"] and "fd_kernel_rmsnorm_gemv<float>" in record["kernels"]
     for name, info in record["kernels"].items():
         assert info["registers"] > 0, name
@@ -96,9 +99,9 @@ def test_the_library_links(record_name, request):
 @pytest.mark.parametrize("record_name", ["nvcc_build", "hipcc_build"])
 def test_the_persistent_runtime_compiles_with_every_task_kind(record_name, request):
     record = request.getfixturevalue(record_name)
-    assert "fd_megakernel" in record["kernels"], sorted(record["kernels"])
+    assert "fd_megakernel<false>" in record["kernels"], sorted(record["kernels"])
     assert "hip/runtime/megakernel.cu" in record["sources"] and "hip/runtime/graph_format.h" in record["sources"]
-    assert record["kernels"]["fd_megakernel"]["registers"] > 0
+    assert record["kernels"]["fd_megakernel<false>"]["registers"] > 0
 
 
 def test_nvcc_targets_sm90a_with_ptxas_report(nvcc_build):
@@ -161,6 +164,11 @@ def test_task_functions_compile_together_for_the_runtime(tmp_path):
 def test_resource_reports_are_parsed():
     assert _kernel_name("_Z15fd_kernel_embedIfEvPKtPKiiPT_") == "fd_kernel_embed<float>"
     assert _kernel_name("_Z15fd_kernel_embedItEvPKtPKiiPT_") == "fd_kernel_embed<bf16>"
+    # the two megakernel entries: a bool template argument, and the tensor-core entry inside its unit's namespace
+    assert _kernel_name("_Z13fd_megakernelILb0EEv14fd_launch_argsy") == "fd_megakernel<false>"
+    assert _kernel_name("_ZN19fd_tensor_core_unit13fd_megakernelILb1EEEvNS_14fd_launch_argsEy") == "fd_megakernel<true>"
+    assert _kernel_name("_Z25fd_kernel_attention_chunkILb1EtEvPKf") == "fd_kernel_attention_chunk<true, bf16>"
+    assert _kernel_name("_Z13fd_megakernel14fd_launch_argsy") == "fd_megakernel"
     assert parse_ptxas(PTXAS_SAMPLE) == {"fd_kernel_argmax": {
         "stack_frame": 8, "spill_stores": 4, "spill_loads": 12, "registers": 17, "static_smem": 256}}
     # a called (noinline) device function's own lines after the entry's are not the entry's

@@ -134,6 +134,27 @@ def test_32_tokens_in_one_launch_follow_the_reference(model, prompt, megakernel)
     assert agree >= N_TOKENS // 2
 
 
+def test_the_tensor_core_chunk_decodes_as_the_plain_one(prompt, megakernel):
+    # The two megakernel entries differ only in the attention chunk's arithmetic (q and the probabilities in
+    # two bf16 parts on the tensor cores; docs/megakernel.md part 21): the same tokens, logits within roundings.
+    if not megakernel.has_tensor_core_chunk:
+        pytest.skip("this build has no tensor-core chunk (AMD)")
+    tuning = megakernel.tuning
+    try:
+        megakernel.tuning = dataclasses.replace(tuning, chunk_form="plain")
+        plain = megakernel.decode(prompt, 8)
+        megakernel.tuning = dataclasses.replace(tuning, chunk_form="tensor-cores")
+        tensor_cores = megakernel.decode(prompt, 8)
+        megakernel.tuning = dataclasses.replace(tuning, chunk_form="auto")
+        auto = megakernel.decode(prompt, 2)
+    finally:
+        megakernel.tuning = tuning
+    assert (plain.chunk_form, tensor_cores.chunk_form, auto.chunk_form) == ("plain", "tensor-cores", "plain")
+    assert tensor_cores.tokens == plain.tokens
+    for a, b in zip(tensor_cores.logits, plain.logits):
+        assert cos(a, b) >= 0.99999 and rel(a, b) < 1e-3, (cos(a, b), rel(a, b))
+
+
 def test_decode_is_deterministic(prompt, megakernel):
     first = megakernel.decode(prompt, 4)
     second = megakernel.decode(prompt, 4)

@@ -222,6 +222,21 @@ def test_a_megakernels_tuning_keeps_the_fields_its_tables_were_built_from():
     assert mk.tuning == Tuning(stage=False, stage_kib=64)
 
 
+def test_the_chunk_form_is_the_plain_cores_for_short_contexts_and_the_tensor_cores_for_long_ones():
+    from fleet_decode.kernels.runtime import TENSOR_CORE_CHUNK_FROM, Tuning, chunk_form
+
+    assert chunk_form("auto", 1024 + 32, True) == "plain"
+    assert chunk_form("auto", TENSOR_CORE_CHUNK_FROM - 1, True) == "plain"
+    assert chunk_form("auto", TENSOR_CORE_CHUNK_FROM, True) == "tensor-cores"
+    assert chunk_form("auto", 4096 + 32, False) == "plain"  # an AMD build: one entry
+    assert chunk_form("plain", 4096 + 32, True) == "plain" and chunk_form("tensor-cores", 256, True) == "tensor-cores"
+    with pytest.raises(MegakernelError, match="no tensor-core chunk"):
+        chunk_form("tensor-cores", 4096, False)
+    with pytest.raises(ValueError, match="chunk_form 'mma'"):
+        Tuning(chunk_form="mma")
+    assert lab.variant_named("chunk_form=tensor-cores", lab.speed_variants(1024, 32)).tuning.chunk_form == "tensor-cores"
+
+
 def test_the_sweep_refuses_a_library_without_a_path(capsys):
     with pytest.raises(SystemExit) as stop:  # before any model is loaded
         lab.main(["--sweep", "--variants", "stage off", "--library", "lookahead"])

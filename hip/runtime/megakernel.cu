@@ -277,6 +277,7 @@ struct fd_stage_state {
   bool bulk;
 };
 
+template <bool kTensorCoreChunk>
 __device__ __forceinline__ void fd_run_task(const fd_launch_args& a, const fd_model_constants& c, const fd_task_view& v, int kind,
                             int step, float* into, void* smem, int staged_slot, const char* staged_base,
                             const fd_stage_state& stage) {
@@ -324,7 +325,7 @@ __device__ __forceinline__ void fd_run_task(const fd_launch_args& a, const fd_mo
       break;
     case FD_KIND_ATTN_CHUNK: {
       float* part_ml = F(FD_ATTN_CHUNK_BUF_PART_ML) + 2 * slot * kHeads;
-      fd_task_attention_chunk(F(FD_ATTN_CHUNK_BUF_Q_LAT), F(FD_ATTN_CHUNK_BUF_Q_PE), M(FD_ATTN_CHUNK_BUF_CKV),
+      fd_task_attention_chunk<kTensorCoreChunk>(F(FD_ATTN_CHUNK_BUF_Q_LAT), F(FD_ATTN_CHUNK_BUF_Q_PE), M(FD_ATTN_CHUNK_BUF_CKV),
                               M(FD_ATTN_CHUNK_BUF_KPE), pos + 1, b0, b1, c.attn_scale, part_ml,
                               part_ml + 1, 2, F(FD_ATTN_CHUNK_BUF_PART_O) + static_cast<size_t>(slot) * kHeads * kLatent,
                               smem, v.arg[FD_ATTN_CHUNK_ARG_HEAD_BEGIN], v.arg[FD_ATTN_CHUNK_ARG_HEAD_END]);
@@ -514,6 +515,10 @@ __device__ __forceinline__ float* fd_accumulated(const fd_task_view& v, int kind
   return static_cast<float*>(v.buf[operand]);
 }
 
+// One entry per attention-chunk form (fd_task_attention_chunk), each in a translation unit of its own:
+// <false> here, <true> in megakernel_tensor_cores.cu. Both forms in one entry spilled (part 20), and both
+// entries in one unit spilled too: the helpers they share, called from two entries, were no longer inlined.
+template <bool kTensorCoreChunk>
 __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_args launch,
                                                                      unsigned long long timeout_ticks) {
   // The arguments in shared memory: passed by reference to the helpers, a kernel parameter would be
@@ -660,7 +665,7 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
       // written: what it needs then is read now. Everything else reads the view before that barrier.
       int* token_row = kind == FD_KIND_ARGMAX ? static_cast<int*>(view.buf[FD_ARGMAX_BUF_TOKENS]) : nullptr;
       float* into = add_group >= 0 ? a.partials + order[3] : adds ? fd_accumulated(view, kind) : nullptr;
-      fd_run_task(a, constants, view, kind, step, into, fd_smem, staged_slot,
+      fd_run_task<kTensorCoreChunk>(a, constants, view, kind, step, into, fd_smem, staged_slot,
                   staged_slot >= 0 ? reinterpret_cast<const char*>(stage) - st[1] : nullptr,
                   fd_stage_state{stage, &stage_barrier, &stage_parity, bulk_stage});
       __syncthreads();
@@ -692,6 +697,7 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
   }
 }
 
+#ifndef FD_MEGAKERNEL_BODY_ONLY
 // ---------------------------------------------------------------------------------------------
 // C ABI (fleet_decode.kernels.runtime). Returns 0, a negative argument error, or the runtime's
 // error code (fd_error_string names both). The layout queries let the host refuse a library built
@@ -707,20 +713,39 @@ FD_EXPORT int fd_megakernel_trace_words() { return FD_TRACE_WORDS; }
 FD_EXPORT int fd_megakernel_args_bytes() { return static_cast<int>(sizeof(fd_launch_args)); }
 FD_EXPORT double fd_megakernel_ticks_per_second() { return fd_wall_ticks_per_second(); }
 
-FD_EXPORT int fd_megakernel_launch(const fd_launch_args* args, void* stream) {
+// Whether this library has the tensor-core chunk's entry (fd_megakernel<true>, megakernel_tensor_cores.cu):
+// NVIDIA builds; on AMD (no WMMA path yet) the plain entry is the only one compiled.
+#if FD_CUDA
+const void* fd_megakernel_tensor_core_entry();
+FD_EXPORT int fd_megakernel_tensor_core_chunk() { return 1; }
+#else
+FD_EXPORT int fd_megakernel_tensor_core_chunk() { return 0; }
+#endif
+
+// tensor_core_chunk: 1 launches fd_megakernel<true> (the attention chunk on the tensor cores), 0 <false>. An
+// argument of its own, not a field of fd_launch_args: the entries sit at their register limit, and a field
+// more in the struct they copy to shared memory cost the plain entry 8 bytes of spills.
+FD_EXPORT int fd_megakernel_launch(const fd_launch_args* args, int tensor_core_chunk, void* stream) {
   if (args == nullptr) return -1;
   fd_launch_args a = *args;
   if (a.n_workers <= 0 || a.n_steps <= 0 || a.pos0 < 0 || a.partial_row <= 0 || !(a.timeout_seconds > 0) ||
       a.stage_bytes < 0 || a.stage_bytes > FD_STAGE_SMEM_BYTES || a.n_stop_ids < 0 ||
       (a.n_stop_ids > 0 && a.stop_ids == nullptr) || a.stopped_at == nullptr || a.stage == nullptr ||
-      !(a.temperature >= 0.f) || (a.temperature > 0.f && a.logits == nullptr) || a.top_k < 0 || !(a.top_p > 0.f))
+      !(a.temperature >= 0.f) || (a.temperature > 0.f && a.logits == nullptr) || a.top_k < 0 || !(a.top_p > 0.f) ||
+      tensor_core_chunk < 0 || tensor_core_chunk > fd_megakernel_tensor_core_chunk())
     return -1;
+#if FD_CUDA
+  const void* kernel = tensor_core_chunk ? fd_megakernel_tensor_core_entry()
+                                           : reinterpret_cast<const void*>(&fd_megakernel<false>);
+#else
+  const void* kernel = reinterpret_cast<const void*>(&fd_megakernel<false>);
+#endif
   const int smem = FD_SCRATCH_SMEM_BYTES + a.stage_bytes;
-  const fd_error_t attr = fd_set_max_dynamic_smem(reinterpret_cast<const void*>(&fd_megakernel), smem);
+  const fd_error_t attr = fd_set_max_dynamic_smem(kernel, smem);
   if (attr != fd_success) return static_cast<int>(attr);
   unsigned long long timeout_ticks = static_cast<unsigned long long>(a.timeout_seconds * fd_wall_ticks_per_second());
   void* kernel_args[] = {&a, &timeout_ticks};
-  return static_cast<int>(fd_launch_cooperative(reinterpret_cast<const void*>(&fd_megakernel), dim3(a.n_workers),
-                                                dim3(kRuntimeThreads), kernel_args, smem,
+  return static_cast<int>(fd_launch_cooperative(kernel, dim3(a.n_workers), dim3(kRuntimeThreads), kernel_args, smem,
                                                 static_cast<fd_stream_t>(stream)));
 }
+#endif  // FD_MEGAKERNEL_BODY_ONLY

@@ -45,6 +45,7 @@ class Generation:
     bytes_per_token: float  # weights plus the cache rows read, at the generation's mean context
     sampling: Sampling = field(default_factory=Sampling)
     published_seconds: list[float] = field(default_factory=list)  # per token: when the host had it, from the call
+    chunk_forms: list[str] = field(default_factory=list)  # per GPU launch: the attention chunk's form it ran
 
     @property
     def decode_seconds(self) -> list[float]:
@@ -252,7 +253,7 @@ class Decoder:
         published_seconds = [seconds[0]]
         if on_token:
             on_token(0, first)
-        launches, stopped = 0, first in stop
+        launches, stopped, chunk_forms = 0, first in stop, []
         while not stopped and len(tokens) < max_new_tokens:
             steps = min(max_new_tokens - len(tokens), self.graph.constants.max_steps)
 
@@ -264,13 +265,15 @@ class Decoder:
             result = self._engine.generate(n + len(tokens) - 1, steps, start_token=tokens[-1], stop_ids=stop,
                                            on_token=published, timeout_s=timeout_s, **options)
             launches += 1
+            if getattr(result, "chunk_form", None):  # the megakernel's (runtime.Tuning.chunk_form); not the simulator's
+                chunk_forms.append(result.chunk_form)
             tokens += result.tokens
             seconds += result.step_seconds
             stopped = result.stopped
         text = self.tokenizer.decode(tokens, skip_special_tokens=True) if self.tokenizer is not None else None
         mean_context = n + (len(tokens) - 1) / 2
         return Generation(ids, tokens, text, seconds, stopped, launches, self.bytes_per_token(mean_context), sampling,
-                          published_seconds)
+                          published_seconds, chunk_forms)
 
 
 @dataclass

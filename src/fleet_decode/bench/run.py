@@ -157,6 +157,8 @@ def measure_megakernel(megakernel, model, ids, settings: Settings) -> dict:
         runs_ms.append([float(ms) for ms in step_ms])
         runs_tokens.append([int(t) for t in result.tokens])
     entry = timed_runs(runs_ms, runs_tokens) | {"per_step_timing": per_step}
+    if getattr(result, "chunk_forms", None):  # which megakernel entry the last run's launches ran (Tuning.chunk_form)
+        entry["chunk_form"] = "+".join(sorted(set(result.chunk_forms)))
     reported = getattr(result, "launches", None)
     if reported is not None:
         entry |= {"launches_per_token": reported / n, "launches_method": "reported by the megakernel"}

@@ -102,21 +102,36 @@ def _run(cmd: list[str], tc: Toolchain) -> str:
     return result.stdout + result.stderr
 
 
-TEMPLATE_ARGS = {"f": "<float>", "t": "<bf16>"}  # Itanium codes of the activation types (float, uint16_t)
+TEMPLATE_ARGS = {"f": "float", "t": "bf16"}  # Itanium codes of the activation types (float, uint16_t)
 
 
 def _kernel_name(mangled: str) -> str:
-    """`_Z16fd_kernel_argmaxPKf...` -> `fd_kernel_argmax`; a template's first argument is kept:
-    `_Z15fd_kernel_embedIfEv...` -> `fd_kernel_embed<float>`."""
-    match = re.match(r"_Z(\d+)", mangled)
+    """`_Z16fd_kernel_argmaxPKf...` -> `fd_kernel_argmax`; a template's arguments are kept where they are
+    bools or activation types: `_Z15fd_kernel_embedIfEv...` -> `fd_kernel_embed<float>`,
+    `_Z13fd_megakernelILb1EEv...` -> `fd_megakernel<true>`; a name in a namespace is its last part
+    (`_ZN19fd_tensor_core_unit13fd_megakernelILb1EEEv...` -> `fd_megakernel<true>`)."""
+    match = re.match(r"_ZN?", mangled)
     if not match:
         return mangled
-    end = match.end() + int(match.group(1))
-    name = mangled[match.end(): end]
-    if mangled[end: end + 1] == "I":
-        code = mangled[end + 1: end + 2]
-        name += TEMPLATE_ARGS.get(code, f"<{code}>")
-    return name
+    nested, at, name = match.group() == "_ZN", match.end(), None
+    while part := re.match(r"\d+", mangled[at:]):
+        end = at + part.end() + int(part.group())
+        name, at = mangled[at + part.end(): end], end
+        if not nested:
+            break
+    if name is None:
+        return mangled
+    if mangled[at: at + 1] != "I":
+        return name
+    args, at = [], at + 1
+    while at < len(mangled) and mangled[at] != "E":
+        if literal := re.match(r"Lb([01])E", mangled[at:]):
+            args.append("true" if literal[1] == "1" else "false")
+            at += literal.end()
+        else:
+            args.append(TEMPLATE_ARGS.get(mangled[at], mangled[at]))
+            at += 1
+    return f"{name}<{', '.join(args)}>"
 
 
 def parse_ptxas(report: str) -> dict[str, dict]:

@@ -25,7 +25,7 @@ SIGNATURES = {
     "rmsnorm_gemv": [P, P, F, P, I, I, I, P, P, I],
     "rope_cache": [P, P, P, F, P, P, I, P, P, P, I],
     "rope_q_absorb": [P, P, I, P, P, I, I, P, P, I],
-    "attention_chunk": [P, P, P, P, I, I, I, I, F, P, P, P, I],
+    "attention_chunk": [P, P, P, P, I, I, I, I, F, P, P, P, I, I],
     "attention_merge_uv": [P, P, I, P, I, P, I],
     "attention_merge_cols": [P, P, I, P, I, P, I],
     "router_tiles": [P, P, F, P, I, I, I, I, F, P, P, P, P, I],
@@ -115,11 +115,14 @@ class TaskKernels:
                      is_f32(q))
 
     def attention_chunk(self, q_lat, q_pe, ckv_cache, kpe_cache, n_pos, chunk_len, scale, part_m, part_l, part_o,
-                        head_groups=1):
-        """head_groups: each chunk's heads cut into this many blocks (the graph's Plan.attn_head_groups)."""
+                        head_groups=1, tensor_cores=False):
+        """head_groups: each chunk's heads cut into this many blocks (the graph's Plan.attn_head_groups).
+        tensor_cores: the form of the megakernel's tensor-core entry (runtime.Tuning.chunk_form; plain where
+        the build has none)."""
         self._launch("attention_chunk", ptr(q_lat, torch.float32), act(q_pe), ptr(ckv_cache, torch.bfloat16),
                      ptr(kpe_cache, torch.bfloat16), n_pos, part_m.shape[0], chunk_len, head_groups, scale,
-                     ptr(part_m, torch.float32), ptr(part_l, torch.float32), ptr(part_o, torch.float32), is_f32(q_pe))
+                     ptr(part_m, torch.float32), ptr(part_l, torch.float32), ptr(part_o, torch.float32),
+                     int(tensor_cores), is_f32(q_pe))
 
     def attention_merge_uv(self, part_ml, part_o, kv_b, attn_out, heads_per_tile=1):
         """part_ml: [n_chunks, heads, 2] interleaved (m, l), as the task graph's buffer."""

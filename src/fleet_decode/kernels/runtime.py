@@ -40,6 +40,11 @@ VIEW = np.dtype([("buf", "<u8", (MAX_BUFFERS,)), ("wt", "<u8", (MAX_WEIGHTS,)), 
                  ("arg", "<i4", (MAX_ARGS,)), ("b0", "<i4"), ("b1", "<i4"), ("slot", "<i4"), ("act_len", "<i4")],
                 align=True)
 VIEW_BYTES = -(-VIEW.itemsize // 16) * 16  # the device struct is 16-byte aligned
+# The attention chunk's forms (hip/tasks/attention_chunk.cu), one megakernel entry each: the plain cores' is
+# faster for short contexts, the tensor cores' for long ones. Tuning.chunk_form "auto" takes the tensor cores'
+# from a launch whose last step attends to TENSOR_CORE_CHUNK_FROM positions or more (docs/megakernel.md part 21).
+CHUNK_FORMS = ("auto", "plain", "tensor-cores")
+TENSOR_CORE_CHUNK_FROM = 2048
 # Kinds whose view carries the length of an activation operand (the runtime has no other way to know it).
 ACT_LEN_OPERAND = {Kind.DOWN_ACCUM: "act", Kind.O_PROJ_RESIDUAL: "attn_out"}
 
@@ -72,7 +77,8 @@ class Tuning:
     stage_ahead: which earlier list entry sends a staged tile (staging.STAGE_AHEAD); stage_yield: kinds whose
     staged predecessor in a list gives them the stage (staging.yield_stage). host_views: the
     workers read each task's operands as resolved here (task_views: one round trip at a task's reach)
-    instead of resolving its record themselves (two)."""
+    instead of resolving its record themselves (two). chunk_form: the attention chunk's form, one of
+    CHUNK_FORMS ("auto": by the launch's context length, chunk_form_for)."""
     stage: bool = True
     stage_kib: int | None = None
     staged_kinds: tuple[str, ...] | None = None
@@ -80,10 +86,13 @@ class Tuning:
     stage_ahead: str = "successor"
     stage_yield: tuple[str, ...] = ()
     host_views: bool = True
+    chunk_form: str = "auto"
 
     def __post_init__(self):
         if self.stage_kib is not None and self.stage_kib < 0:
             raise ValueError(f"bad tuning {self}")
+        if self.chunk_form not in CHUNK_FORMS:
+            raise ValueError(f"chunk_form {self.chunk_form!r}: one of {', '.join(CHUNK_FORMS)}")
         stageable = [k.name for k in staging.STAGEABLE_KINDS]
         unknown = [k for k in (*(self.staged_kinds or ()), *self.stage_yield) if k not in stageable]
         if unknown:
@@ -129,6 +138,7 @@ class DecodeResult:
     launches: int = 1
     counts: dict = field(default_factory=dict)
     stopped: bool = False  # the last token is a stop id and the launch ended there
+    chunk_form: str = "plain"  # the attention chunk's form the launch ran (Tuning.chunk_form resolved)
 
 
 def add_order(graph, tail_of: dict[int, list[int]] | None = None) -> tuple[np.ndarray, int, int, int]:
@@ -222,6 +232,20 @@ def _check_graph(graph, n_sm, scratch_bytes: int):
                                   f"{max_merge}: use longer attention chunks")
 
 
+def chunk_form(form: str, context: int, has_tensor_cores: bool) -> str:
+    """The attention chunk's form, "plain" or "tensor-cores", that Tuning.chunk_form `form` runs for a launch
+    whose last step attends to `context` positions: "auto" takes the tensor cores from TENSOR_CORE_CHUNK_FROM
+    positions on where the library has them; naming a form the library lacks is an error."""
+    if form == "auto":
+        return "tensor-cores" if has_tensor_cores and context >= TENSOR_CORE_CHUNK_FROM else "plain"
+    if form == "tensor-cores" and not has_tensor_cores:
+        raise MegakernelError("chunk_form 'tensor-cores': this library has no tensor-core chunk (an AMD build); "
+                              "use 'plain' or 'auto'")
+    if form not in CHUNK_FORMS:
+        raise MegakernelError(f"chunk_form {form!r}: one of {', '.join(CHUNK_FORMS)}")
+    return form
+
+
 def _pinned_int32(n: int) -> torch.Tensor:
     """Page-locked host memory the device can write (unified addressing maps it at the same address)."""
     return torch.full((n,), -1, dtype=torch.int32).pin_memory()
@@ -246,6 +270,7 @@ class Megakernel:
             raise MegakernelError(str(e)) from None
         self.graph = without_tails(graph, tail_of) if tail_of else graph
         self.lib = self._load(lib)
+        self.last_chunk_form: str | None = None  # the form the last launch ran (chunk_form_for)
         _check_graph(self.graph, n_sm, self.lib.fd_megakernel_scratch_bytes())
         if not math.isclose(self.graph.constants.attn_scale, softmax_scale(config), rel_tol=1e-6):
             raise MegakernelError("the graph's softmax scale differs from the model's")
@@ -303,7 +328,7 @@ class Megakernel:
     @staticmethod
     def _load(lib):
         handle = (lib or library.load()).lib
-        handle.fd_megakernel_launch.argtypes = [ctypes.POINTER(LaunchArgs), ctypes.c_void_p]
+        handle.fd_megakernel_launch.argtypes = [ctypes.POINTER(LaunchArgs), ctypes.c_int, ctypes.c_void_p]
         handle.fd_megakernel_launch.restype = ctypes.c_int
         handle.fd_megakernel_ticks_per_second.restype = ctypes.c_double
         # The tables' layouts and the argument struct as compiled: a library built before a change to
@@ -311,10 +336,11 @@ class Megakernel:
         host = (ctypes.sizeof(LaunchArgs), staging.WORDS, TRACE_WORDS, ADD_ORDER_WORDS,
                 KERNEL_LIMITS["RUNTIME_THREADS"], VIEW_BYTES)
         try:
+            handle.fd_megakernel_tensor_core_chunk  # noqa: B018  (a library from before the two entries lacks it)
             compiled = (handle.fd_megakernel_args_bytes(), handle.fd_megakernel_stage_words(),
                         handle.fd_megakernel_trace_words(), handle.fd_megakernel_add_order_words(),
                         handle.fd_megakernel_threads(), handle.fd_megakernel_view_bytes())
-        except AttributeError:  # a library from before the argument struct or the views
+        except AttributeError:  # a library from before the argument struct, the views or the chunk's entries
             compiled = None
         if compiled != host:
             raise MegakernelError(f"the runtime's layouts (argument bytes, stage words, trace words, add-order words, "
@@ -334,6 +360,15 @@ class Megakernel:
             self.buffer(f"L{layer}.kpe").view(c.max_positions, -1)[:n_prompt] = ref.kpe[layer, :n_prompt]
 
     # ------------------------------------------------------------------ the launch
+    @property
+    def has_tensor_core_chunk(self) -> bool:
+        """Whether the library has the megakernel entry whose attention chunk runs on the tensor cores."""
+        return bool(self.lib.fd_megakernel_tensor_core_chunk())
+
+    def chunk_form_for(self, pos0: int, n_steps: int) -> str:
+        """The attention chunk's form a launch of n_steps from pos0 runs under this tuning (chunk_form)."""
+        return chunk_form(self.tuning.chunk_form, pos0 + n_steps, self.has_tensor_core_chunk)
+
     def launch(self, pos0: int, n_steps: int, timeout_s: float = 1.0, trace: torch.Tensor | None = None,
                stop_ids=(), on_token=None, sampling=None) -> float:
         """Runs n_steps steps at positions pos0.. in one launch; returns its seconds (host clock).
@@ -343,6 +378,7 @@ class Megakernel:
         called from this thread as the kernel publishes each token, while it still runs. sampling: a
         fleet_decode.sampling.Sampling drawn from on the device (None or temperature 0: greedy)."""
         c = self.graph.constants
+        self.last_chunk_form = self.chunk_form_for(pos0, n_steps)
         if n_steps > c.max_steps or pos0 + n_steps > c.max_positions:
             raise MegakernelError(f"{n_steps} steps from position {pos0} exceed the graph's {c.max_steps} steps "
                                   f"/ {c.max_positions} positions")
@@ -376,7 +412,8 @@ class Megakernel:
         stream = torch.cuda.current_stream(self.device)
         torch.cuda.synchronize(self.device)
         started = time.perf_counter()
-        code = self.lib.fd_megakernel_launch(ctypes.byref(args), stream.cuda_stream)
+        code = self.lib.fd_megakernel_launch(ctypes.byref(args), int(self.last_chunk_form == "tensor-cores"),
+                                             stream.cuda_stream)
         if code != 0:
             raise MegakernelError(f"fd_megakernel_launch: {self.lib.fd_error_string(code).decode()} ({code})")
         if on_token is not None:
@@ -461,6 +498,7 @@ class Megakernel:
             step_seconds=self.step_seconds(made) if c.has_head else [],
             counts={"tasks": len(self.graph.tasks), "events": len(self.graph.events), "workers": len(self.graph.workers)},
             stopped=bool(stopped),
+            chunk_form=self.last_chunk_form,
         )
 
     def routes(self) -> dict[int, list[int]]:

@@ -110,6 +110,7 @@ class BenchRun:
     step_ms: list[float] | None
     seconds: float
     launches: int | None
+    chunk_forms: list[str] | None = None  # per launch: the attention chunk's form (runtime.Tuning.chunk_form)
 
 
 class BenchContender:
@@ -133,4 +134,4 @@ class BenchContender:
         out = self.decoders[context].generate(ids, max_new_tokens=n_steps + 1, stop=())
         steps = out.decode_seconds
         return BenchRun([int(t) for t in out.tokens], [s * 1e3 for s in steps],
-                        out.published_seconds[-1] - out.published_seconds[0], out.launches)
+                        out.published_seconds[-1] - out.published_seconds[0], out.launches, out.chunk_forms)

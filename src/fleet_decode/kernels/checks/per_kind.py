@@ -116,19 +116,22 @@ def check_attention_chunk(k, s, rnd, grid, dtype=F32) -> Result:
                poisoned(n_chunks, s.heads, s.kv_lora, dtype=torch.float32, device=rnd.device))
     m_ref, l_ref, o_ref = attention_partials_ref(q_lat, q_pe, ckv, kpe, s.n_pos, s.chunk_len, s.softmax_scale)
     worst, written = [], True
-    # every chunk's heads in one block, in two (Plan.attn_head_groups) and one at a time
-    for groups in (1, 2, s.heads):
-        for t in (m, l, o):
-            t.copy_(poisoned(*t.shape, dtype=t.dtype, device=t.device))
-        k.attention_chunk(q_lat, q_pe, ckv, kpe, s.n_pos, s.chunk_len, s.softmax_scale, m, l, o, head_groups=groups)
-        sync(rnd.device)
-        written = written and not (unwritten(m) or unwritten(l) or unwritten(o))
-        worst.append(measure([(m, m_ref), (l, l_ref), (o, o_ref)]))
+    # every chunk's heads in one block, in two (Plan.attn_head_groups) and one at a time, in both forms
+    # (the megakernel's plain and tensor-core entries; runtime.Tuning.chunk_form)
+    for tensor_cores in (False, True):
+        for groups in (1, 2, s.heads):
+            for t in (m, l, o):
+                t.copy_(poisoned(*t.shape, dtype=t.dtype, device=t.device))
+            k.attention_chunk(q_lat, q_pe, ckv, kpe, s.n_pos, s.chunk_len, s.softmax_scale, m, l, o,
+                              head_groups=groups, tensor_cores=tensor_cores)
+            sync(rnd.device)
+            written = written and not (unwritten(m) or unwritten(l) or unwritten(o))
+            worst.append(measure([(m, m_ref), (l, l_ref), (o, o_ref)]))
     errs = max(e[0] for e in worst), max(e[1] for e in worst)
     us = time_launches([lambda: k.attention_chunk(q_lat, q_pe, ckv, kpe, s.n_pos, s.chunk_len, s.softmax_scale,
                                                   m, l, o)] * 8, rnd.device)
     return result(row_name(Kind.ATTN_CHUNK, dtype), errs, 1e-4,
-                  f"{s.heads} heads (in 1, 2 and {s.heads} blocks), {s.n_pos} of {s.cache_len} positions, "
+                  f"{s.heads} heads (in 1, 2 and {s.heads} blocks, plain and tensor-core forms), {s.n_pos} of {s.cache_len} positions, "
                   f"{n_chunks} chunks of {s.chunk_len}",
                   us, s.n_pos * (s.kv_lora + s.rope) * 2, written)
 
