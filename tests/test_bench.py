@@ -41,7 +41,8 @@ class ReferenceMegakernel:
         for _ in range(n_steps):
             tokens.append(int(reference.step(tokens[-1]).argmax()))
         if self.per_step:
-            return SimpleNamespace(tokens=tokens, step_ms=[0.5 + i for i in range(n_steps)], launches=1)
+            return SimpleNamespace(tokens=tokens, step_ms=[0.5 + i for i in range(n_steps)], launches=1,
+                                   chunk_forms=["plain"])
         return SimpleNamespace(tokens=tokens, seconds=0.004 * n_steps)
 
 
@@ -186,11 +187,12 @@ def test_megakernel_protocol_per_step_and_total(tiny):
     assert entry["p50_ms"] == pytest.approx(np.median([2.5, 3.5]))
     assert entry["launches_per_token"] == pytest.approx(1 / TOKENS) and entry["per_step_timing"]
     assert entry["tokens_equal_hf_eager"] == TOKENS + 1
+    assert entry["chunk_form"] == "plain"  # which megakernel entry ran, where the decoder says
 
     total_only = run_bench(tiny, prompt_lengths=(16,), decode_tokens=TOKENS, runs=1,
                            megakernel=ReferenceMegakernel(tiny, per_step=False), contenders=())
     entry = total_only["contenders"]["megakernel"]["lengths"]["16"]
-    assert not entry["per_step_timing"]
+    assert not entry["per_step_timing"] and "chunk_form" not in entry
     assert entry["p50_ms"] == pytest.approx(4.0) and entry["p95_ms"] == pytest.approx(4.0)
     assert "speedup_vs_hf_eager" not in entry  # no baseline measured
     json.dumps(total_only)
