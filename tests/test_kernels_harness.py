@@ -63,7 +63,7 @@ class TorchTaskKernels:
             q_pe_out[h] = rotate(head[-q_pe_out.shape[1]:], cos[pos], sin[pos], q.dtype)
 
     def attention_chunk(self, q_lat, q_pe, ckv_cache, kpe_cache, n_pos, chunk_len, scale, part_m, part_l, part_o,
-                        head_groups=1):
+                        head_groups=1, tensor_cores=False):
         for c in range(part_m.shape[0]):
             t0, t1 = c * chunk_len, min((c + 1) * chunk_len, n_pos)
             if t0 >= t1:
@@ -283,7 +283,7 @@ class SumsAllButTheLastRow(TorchTaskKernels):
 
 class ChunkWritesOnlyItsFirstHeadGroup(TorchTaskKernels):
     def attention_chunk(self, q_lat, q_pe, ckv_cache, kpe_cache, n_pos, chunk_len, scale, part_m, part_l, part_o,
-                        head_groups=1):
+                        head_groups=1, tensor_cores=False):
         heads = q_lat.shape[0] // head_groups
         full = [t.clone() for t in (part_m, part_l, part_o)]
         super().attention_chunk(q_lat, q_pe, ckv_cache, kpe_cache, n_pos, chunk_len, scale, *full)
