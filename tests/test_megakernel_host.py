@@ -222,16 +222,25 @@ def test_a_megakernels_tuning_keeps_the_fields_its_tables_were_built_from():
     assert mk.tuning == Tuning(stage=False, stage_kib=64)
 
 
-def test_the_chunk_form_is_the_plain_cores_for_short_contexts_and_the_tensor_cores_for_long_ones():
-    from fleet_decode.kernels.runtime import TENSOR_CORE_CHUNK_FROM, Tuning, chunk_form
+def test_the_chunk_form_is_the_tensor_cores_where_a_chunk_task_carries_many_heads():
+    from fleet_decode.kernels.runtime import TENSOR_CORE_CHUNK_HEADS, Tuning, chunk_form
 
-    assert chunk_form("auto", 1024 + 32, True) == "plain"
-    assert chunk_form("auto", TENSOR_CORE_CHUNK_FROM - 1, True) == "plain"
-    assert chunk_form("auto", TENSOR_CORE_CHUNK_FROM, True) == "tensor-cores"
-    assert chunk_form("auto", 4096 + 32, False) == "plain"  # an AMD build: one entry
-    assert chunk_form("plain", 4096 + 32, True) == "plain" and chunk_form("tensor-cores", 256, True) == "tensor-cores"
+    config = get_config("deepseek-coder-v2-lite")
+
+    def heads_a_task(context):
+        plan = decode_plan(config, context, 132)
+        return config.num_attention_heads // plan.attn_head_groups
+
+    # the decode plan's 4 head groups up to ~2,120 positions (timed: plain faster), then 2 and 1 (tensor cores)
+    assert chunk_form("auto", heads_a_task(1024 + 32), True) == "plain"
+    assert chunk_form("auto", heads_a_task(2048 + 32), True) == "plain"
+    assert chunk_form("auto", heads_a_task(2176 + 32), True) == "tensor-cores"
+    assert chunk_form("auto", heads_a_task(4096 + 32), True) == "tensor-cores"
+    assert chunk_form("auto", TENSOR_CORE_CHUNK_HEADS - 1, True) == "plain"
+    assert chunk_form("auto", 16, False) == "plain"  # an AMD build: one entry
+    assert chunk_form("plain", 16, True) == "plain" and chunk_form("tensor-cores", 1, True) == "tensor-cores"
     with pytest.raises(MegakernelError, match="no tensor-core chunk"):
-        chunk_form("tensor-cores", 4096, False)
+        chunk_form("tensor-cores", 16, False)
     with pytest.raises(ValueError, match="chunk_form 'mma'"):
         Tuning(chunk_form="mma")
     assert lab.variant_named("chunk_form=tensor-cores", lab.speed_variants(1024, 32)).tuning.chunk_form == "tensor-cores"

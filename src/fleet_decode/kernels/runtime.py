@@ -40,11 +40,13 @@ VIEW = np.dtype([("buf", "<u8", (MAX_BUFFERS,)), ("wt", "<u8", (MAX_WEIGHTS,)), 
                  ("arg", "<i4", (MAX_ARGS,)), ("b0", "<i4"), ("b1", "<i4"), ("slot", "<i4"), ("act_len", "<i4")],
                 align=True)
 VIEW_BYTES = -(-VIEW.itemsize // 16) * 16  # the device struct is 16-byte aligned
-# The attention chunk's forms (hip/tasks/attention_chunk.cu), one megakernel entry each: the plain cores' is
-# faster for short contexts, the tensor cores' for long ones. Tuning.chunk_form "auto" takes the tensor cores'
-# from a launch whose last step attends to TENSOR_CORE_CHUNK_FROM positions or more (docs/megakernel.md part 21).
+# The attention chunk's forms (hip/tasks/attention_chunk.cu), one megakernel entry each. The tensor cores' form
+# multiplies 16 rows whatever the task's heads, so it pays only where a chunk task carries many: Tuning.chunk_form
+# "auto" takes it for graphs whose chunk tasks carry TENSOR_CORE_CHUNK_HEADS heads or more (the decode plan's 2 or
+# 1 head groups, from ~2,120 positions on; docs/megakernel.md part 21: 4.3 % slower with 4 heads a task at 2,080
+# positions, 3.3-4.7 % faster with 8 from 2,208 to 4,128).
 CHUNK_FORMS = ("auto", "plain", "tensor-cores")
-TENSOR_CORE_CHUNK_FROM = 2048
+TENSOR_CORE_CHUNK_HEADS = 8
 # Kinds whose view carries the length of an activation operand (the runtime has no other way to know it).
 ACT_LEN_OPERAND = {Kind.DOWN_ACCUM: "act", Kind.O_PROJ_RESIDUAL: "attn_out"}
 
@@ -78,7 +80,7 @@ class Tuning:
     staged predecessor in a list gives them the stage (staging.yield_stage). host_views: the
     workers read each task's operands as resolved here (task_views: one round trip at a task's reach)
     instead of resolving its record themselves (two). chunk_form: the attention chunk's form, one of
-    CHUNK_FORMS ("auto": by the launch's context length, chunk_form_for)."""
+    CHUNK_FORMS ("auto": by the heads a chunk task carries, runtime.chunk_form)."""
     stage: bool = True
     stage_kib: int | None = None
     staged_kinds: tuple[str, ...] | None = None
@@ -232,12 +234,12 @@ def _check_graph(graph, n_sm, scratch_bytes: int):
                                   f"{max_merge}: use longer attention chunks")
 
 
-def chunk_form(form: str, context: int, has_tensor_cores: bool) -> str:
-    """The attention chunk's form, "plain" or "tensor-cores", that Tuning.chunk_form `form` runs for a launch
-    whose last step attends to `context` positions: "auto" takes the tensor cores from TENSOR_CORE_CHUNK_FROM
-    positions on where the library has them; naming a form the library lacks is an error."""
+def chunk_form(form: str, chunk_heads: int, has_tensor_cores: bool) -> str:
+    """The attention chunk's form, "plain" or "tensor-cores", that Tuning.chunk_form `form` runs on a graph whose
+    chunk tasks carry up to `chunk_heads` heads: "auto" takes the tensor cores from TENSOR_CORE_CHUNK_HEADS heads
+    on where the library has them; naming a form the library lacks is an error."""
     if form == "auto":
-        return "tensor-cores" if has_tensor_cores and context >= TENSOR_CORE_CHUNK_FROM else "plain"
+        return "tensor-cores" if has_tensor_cores and chunk_heads >= TENSOR_CORE_CHUNK_HEADS else "plain"
     if form == "tensor-cores" and not has_tensor_cores:
         raise MegakernelError("chunk_form 'tensor-cores': this library has no tensor-core chunk (an AMD build); "
                               "use 'plain' or 'auto'")
@@ -365,9 +367,15 @@ class Megakernel:
         """Whether the library has the megakernel entry whose attention chunk runs on the tensor cores."""
         return bool(self.lib.fd_megakernel_tensor_core_chunk())
 
-    def chunk_form_for(self, pos0: int, n_steps: int) -> str:
-        """The attention chunk's form a launch of n_steps from pos0 runs under this tuning (chunk_form)."""
-        return chunk_form(self.tuning.chunk_form, pos0 + n_steps, self.has_tensor_core_chunk)
+    @property
+    def chunk_heads(self) -> int:
+        """The most heads one of the graph's attention chunk tasks carries (0: no chunk task)."""
+        spans = [t.args[1] - t.args[0] for t in self.graph.tasks if t.kind == Kind.ATTN_CHUNK]
+        return max(spans, default=0)
+
+    def chunk_form_for(self) -> str:
+        """The attention chunk's form a launch runs under this tuning (chunk_form) on this graph."""
+        return chunk_form(self.tuning.chunk_form, self.chunk_heads, self.has_tensor_core_chunk)
 
     def launch(self, pos0: int, n_steps: int, timeout_s: float = 1.0, trace: torch.Tensor | None = None,
                stop_ids=(), on_token=None, sampling=None) -> float:
@@ -378,7 +386,7 @@ class Megakernel:
         called from this thread as the kernel publishes each token, while it still runs. sampling: a
         fleet_decode.sampling.Sampling drawn from on the device (None or temperature 0: greedy)."""
         c = self.graph.constants
-        self.last_chunk_form = self.chunk_form_for(pos0, n_steps)
+        self.last_chunk_form = self.chunk_form_for()
         if n_steps > c.max_steps or pos0 + n_steps > c.max_positions:
             raise MegakernelError(f"{n_steps} steps from position {pos0} exceed the graph's {c.max_steps} steps "
                                   f"/ {c.max_positions} positions")
