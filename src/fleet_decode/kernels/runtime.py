@@ -243,9 +243,7 @@ def chunk_form(form: str, chunk_heads: int, has_tensor_cores: bool) -> str:
     if form == "tensor-cores" and not has_tensor_cores:
         raise MegakernelError("chunk_form 'tensor-cores': this library has no tensor-core chunk (an AMD build); "
                               "use 'plain' or 'auto'")
-    if form not in CHUNK_FORMS:
-        raise MegakernelError(f"chunk_form {form!r}: one of {', '.join(CHUNK_FORMS)}")
-    return form
+    return form  # Tuning has checked it is one of CHUNK_FORMS
 
 
 def _pinned_int32(n: int) -> torch.Tensor:
@@ -273,6 +271,9 @@ class Megakernel:
         self.graph = without_tails(graph, tail_of) if tail_of else graph
         self.lib = self._load(lib)
         self.last_chunk_form: str | None = None  # the form the last launch ran (chunk_form_for)
+        # the most heads one attention chunk task carries (0: none): what Tuning.chunk_form "auto" goes by
+        self.chunk_heads = max((t.args[1] - t.args[0] for t in self.graph.tasks if t.kind == Kind.ATTN_CHUNK),
+                               default=0)
         _check_graph(self.graph, n_sm, self.lib.fd_megakernel_scratch_bytes())
         if not math.isclose(self.graph.constants.attn_scale, softmax_scale(config), rel_tol=1e-6):
             raise MegakernelError("the graph's softmax scale differs from the model's")
@@ -366,12 +367,6 @@ class Megakernel:
     def has_tensor_core_chunk(self) -> bool:
         """Whether the library has the megakernel entry whose attention chunk runs on the tensor cores."""
         return bool(self.lib.fd_megakernel_tensor_core_chunk())
-
-    @property
-    def chunk_heads(self) -> int:
-        """The most heads one of the graph's attention chunk tasks carries (0: no chunk task)."""
-        spans = [t.args[1] - t.args[0] for t in self.graph.tasks if t.kind == Kind.ATTN_CHUNK]
-        return max(spans, default=0)
 
     def chunk_form_for(self) -> str:
         """The attention chunk's form a launch runs under this tuning (chunk_form) on this graph."""
