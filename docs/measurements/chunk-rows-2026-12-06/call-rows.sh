@@ -2,6 +2,7 @@
 # fd_attention_chunk_rows, chunks of up to 32 positions: the rows copied once into shared memory by cp.async, both
 # products' operands from there by ldmatrix, raw m16n8k16 products with 8 heads a product's columns), against main's
 # build (lab/main, this tree's hip/ unchanged; its plain entry's SASS is lab/rows' instruction for instruction).
+# lab/rows is hip/ with docs/dropped/chunk-tensor-cores-rows-in-shared-memory.patch applied (patch -p1).
 # Carry lab/rows/lib/libfleet_kernels.so and lab/main/lib/libfleet_kernels.so, built on the laptop
 # (python -m fleet_decode.kernels.build --arch sm_90a --hip-dir lab/NAME/hip --out lab/NAME/lib).
 # Steps: M1's per-kind checks with the rows build (the chunk in both forms, 1, 2 and 16 head blocks) and the two
