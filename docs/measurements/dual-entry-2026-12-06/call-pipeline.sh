@@ -1,7 +1,8 @@
 # Thirteenth session (2026-12-06): the pipeline on the H200 (`snakemake report --config 'targets=[h200]'`, the
 # deploy manifest written on the laptop first: python -m fleet_decode.pipeline.deploy; carry .whl and
 # DEPLOY_MANIFEST.json), then, in the time left, the GPU test comparing the two chunk forms' decode on the
-# library the pipeline built.
+# library the pipeline built. Run it with no machine held, or after give_back: a call that names nvidia-h200 while an
+# H100 is held runs on that H100 (fourteenth session), where M3 runs out of its 80 GB. Check the first line it prints.
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
   && export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH || exit
 export PYTHONUNBUFFERED=1
