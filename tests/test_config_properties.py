@@ -40,6 +40,7 @@ FIELD_VALUES = {
     "bench_time_budget_s": [1.5, 0],
     "trust_on_first_use": [True, "yes"],
     "record_host_details": [True, 1],
+    "expect_gpu": ["H200", "", 5],
     "colour": ["blue"],  # not a field
 }
 HOST_NAMES = ["cpu", "gpu-box", "a_b-1", "H200"]

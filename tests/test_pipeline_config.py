@@ -79,6 +79,7 @@ def test_the_schedules_the_schema_allows_are_the_simulators_own():
     (lambda c: c["hosts"]["cpu"].update(workdir="~bob/work"), "config error at hosts.cpu.workdir: '~bob/work' does not match"),
     (lambda c: c["hosts"]["cpu"].update(env={"HF TOKEN": "x"}), "config error at hosts.cpu.env: 'HF TOKEN' does not match"),
     (lambda c: c["hosts"]["h200"].update(arch="gfx942"), "config error at hosts.h200.arch: 'gfx942' does not match '^sm_'"),
+    (lambda c: c["hosts"]["h200"].update(expect_gpu=""), "config error at hosts.h200.expect_gpu: '' should be non-empty"),
     (lambda c: c.update(ssh_config="/no/such/ssh_config", targets=["mi300x"]),
      "config error at ssh_config: /no/such/ssh_config does not exist (target 'mi300x' connects over ssh"),
 ])
@@ -126,3 +127,11 @@ def test_numeric_host_overrides_on_the_command_line_are_accepted(small_repo):
     refused = snakemake(small_repo, "-n", "report", "--config", "hosts={cpu: {workers: many}}", check=False)
     assert refused.returncode != 0
     assert "config error at hosts.cpu.workers: 'many' is not of type 'integer'" in refused.stdout + refused.stderr
+
+
+def test_the_expected_gpu_reaches_the_milestones_only_where_a_host_names_one():
+    from fleet_decode.pipeline.config import host_params
+
+    config = load(REPO / "config" / "config.yaml")
+    assert host_params(config["hosts"]["h200"])["expect_gpu"] == "H200"
+    assert "expect_gpu" not in host_params(config["hosts"]["cpu"])  # the CPU evidence's params stay as they were

@@ -103,3 +103,49 @@ def test_evidence_records_repo_relative_paths_and_the_configured_host_name(deplo
         assert doc["host"]["hostname"] == socket.gethostname() and doc["argv"][0] == sys.executable
     else:
         assert "hostname" not in doc["host"] and "/" not in doc["argv"][0]
+
+
+class _FakeGpu:
+    """What torch.cuda.get_device_properties says of a GPU, as far as the evidence reads it."""
+
+    def __init__(self, name):
+        self.name, self.total_memory, self.multi_processor_count, self.major, self.minor = name, 80 << 30, 132, 9, 0
+
+
+def _expecting(args, gpu):
+    args.params = json.dumps({"backend": "gpu", "model": "tiny", "expect_gpu": gpu})
+    return args
+
+
+def test_a_host_that_expects_a_gpu_refuses_a_machine_without_one(deployed, tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    out = tmp_path / "results" / "m1" / "kernels.json"
+    with pytest.raises(SystemExit, match=r"host cpu: its config expects a GPU named \*H200\*, and this machine "
+                                         r"has no GPU; nothing was run and no evidence written"):
+        with Milestone("m1", "M1", "m1/kernels.json", _expecting(args_for(deployed, out), "H200")):
+            pytest.fail("the milestone's body ran")
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize("name, runs", [("NVIDIA H100 80GB HBM3", False), ("NVIDIA H200", True),
+                                        ("nvidia h200 nvl", True)])
+def test_a_host_that_expects_a_gpu_runs_only_on_that_gpu(deployed, tmp_path, monkeypatch, name, runs):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: _FakeGpu(name))
+    out = tmp_path / "results" / "m1" / "kernels.json"
+    args = _expecting(args_for(deployed, out), "H200")
+    if not runs:
+        with pytest.raises(SystemExit, match=f"expects a GPU named \\*H200\\*, and this machine's is {name};"):
+            with Milestone("m1", "M1", "m1/kernels.json", args):
+                pytest.fail("the milestone's body ran")
+        assert not out.exists()
+        return
+    with Milestone("m1", "M1", "m1/kernels.json", args) as m:
+        m.gate("ran", 1, "==", 1)
+    doc = read_evidence(out)
+    assert doc["host"]["gpu"]["name"] == name and doc["params"]["expect_gpu"] == "H200"
+    assert doc["status"] == "pass"

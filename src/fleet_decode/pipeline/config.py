@@ -144,4 +144,6 @@ def host_params(host: dict) -> dict:
     params = {k: host[k] for k in keys if k in host}
     if host.get("record_host_details"):  # only when set: evidence made without it stays fresh
         params["record_host_details"] = True
+    if host.get("expect_gpu"):  # likewise; the milestones refuse to run on any other GPU
+        params["expect_gpu"] = host["expect_gpu"]
     return params

@@ -152,6 +152,22 @@ def host_fingerprint(name: str, details: bool = False) -> dict:
     return fingerprint
 
 
+def wrong_gpu(expected: str | None) -> str | None:
+    """Why this host is not the GPU its config names in `expect_gpu` (a case-insensitive part of the
+    GPU's name, e.g. "H200"), or None where it is or the config names none. A host name like "h200"
+    says what its evidence stands for; a lent machine of another kind must not write it."""
+    if not expected:
+        return None
+    import torch
+
+    found = torch.cuda.get_device_properties(0).name if torch.cuda.is_available() else None
+    if found is None:
+        return f"its config expects a GPU named *{expected}*, and this machine has no GPU"
+    if expected.lower() not in found.lower():
+        return f"its config expects a GPU named *{expected}*, and this machine's is {found}"
+    return None
+
+
 def recorded_argv(argv: list[str], evidence: str, details: bool = False) -> list[str]:
     """The command as the evidence records it: the interpreter by name and the output by its path
     under results/<host>/, so no path of the host's file system is written down."""
@@ -205,6 +221,10 @@ class Milestone:
         self.started_at = _now()
         self._clock = time.monotonic()
         self.git = deployed_git(self.args.root)
+        wrong = wrong_gpu(self.params.get("expect_gpu"))
+        if wrong:
+            raise SystemExit(f"error: host {self.args.host}: {wrong}; nothing was run and no evidence written "
+                             f"(expect_gpu in the workflow config)")
         self.progress(f"started on {self.args.host} ({self.params.get('backend')}, {self.params.get('model')})")
         return self
 
