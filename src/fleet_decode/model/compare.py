@@ -266,16 +266,21 @@ def layer_errors(hidden: list, exact_hidden: list) -> list[float]:
     return [relative_error(torch.as_tensor(h).flatten().cpu(), e.flatten().cpu()) for h, e in zip(hidden, exact_hidden)]
 
 
-def accuracy_failures(exact: dict, slack: float = 1.25) -> list[str]:
-    """The reference must be at least as accurate as HF eager (within `slack`) against exact math:
-    worst and median per-layer error, and the logits' distance (1 - cosine)."""
+def accuracy_failures(exact: dict, slack: float = 1.25, cosine_slack: float = 1.5) -> list[str]:
+    """The reference must be at least as accurate as HF eager against exact math: worst and median
+    per-layer error within `slack`, the logits' worst distance (1 - cosine) within `cosine_slack`.
+    The latter is one step's worst of a few, and which of two bf16 decoders wins it is chance: on the
+    tiny model (8 steps) the reference's distance is 2.0e-5 against HF's 1.6e-5 (x1.27) where torch runs
+    AVX2 or AVX-512 kernels, and smaller than HF's with ATEN_CPU_CAPABILITY=default (2026-12-06). A
+    reference that rounds coarsely is 50x off (tests/test_reference.py)."""
     ours, theirs = exact["reference_vs_exact"], exact["hf_vs_exact"]
     failures = []
     for key in ("worst_layer_error", "median_layer_error"):
         if ours[key] > slack * theirs[key]:
             failures.append(f"{key}: reference {ours[key]:.3%} vs HF {theirs[key]:.3%} (x{slack} allowed)")
-    if 1 - ours["worst_cosine"] > slack * (1 - theirs["worst_cosine"]):
-        failures.append(f"logits cosine: reference {ours['worst_cosine']:.6f} vs HF {theirs['worst_cosine']:.6f}")
+    if 1 - ours["worst_cosine"] > cosine_slack * (1 - theirs["worst_cosine"]):
+        failures.append(f"logits cosine: reference {ours['worst_cosine']:.6f} vs HF {theirs['worst_cosine']:.6f} "
+                        f"(x{cosine_slack} the distance allowed)")
     return failures
 
 
