@@ -20,6 +20,7 @@ include: "rules/m3.smk"
 include: "rules/m4.smk"
 include: "rules/bench.smk"
 include: "rules/generate.smk"
+include: "rules/baselines.smk"
 include: "rules/report.smk"
 
 

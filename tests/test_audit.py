@@ -26,7 +26,7 @@ def audit(clone):
 def test_committed_evidence_is_fresh(clone):
     rc, states = audit(clone)
     assert rc == 0
-    assert len(states) == 9  # every milestone's evidence of the one host
+    assert len(states) == 10  # every milestone's evidence of the one host
     assert {s["state"] for s in states.values()} == {"fresh"}
 
 
@@ -58,7 +58,7 @@ def test_human_output_names_each_state(clone):
     assert result.returncode == 1
     assert "invalid  results/cpu/m0/build.json" in result.stdout
     assert "fresh    results/cpu/m1/kernels.json" in result.stdout
-    assert "9 evidence files: 8 fresh, 0 stale, 1 invalid" in result.stdout
+    assert "10 evidence files: 9 fresh, 0 stale, 1 invalid" in result.stdout
 
 
 def test_the_report_is_judged_too_and_goes_stale_with_any_hosts_evidence(clone):

@@ -11,12 +11,14 @@ import torch
 
 from fleet_decode.bench import contenders as contenders_module
 from fleet_decode.bench import headline, run_bench
+from fleet_decode.bench.results import Mismatch, combine
+from fleet_decode.bench.run import routed_expert_bytes
 from fleet_decode.bench.__main__ import main as bench_main
 from fleet_decode.bench.static_step import StaticStep
 from fleet_decode.bench.timing import STEADY_FROM_STEP, latency_summary
 from fleet_decode.graph import build_graph, default_plan
 from fleet_decode.graph.counts import graph_counts
-from fleet_decode.model import Reference, load_model, prompt_ids
+from fleet_decode.model import Reference, get_config, load_model, prompt_ids
 from fleet_decode.report import plots
 
 LENGTHS, TOKENS, RUNS = (16, 24), 4, 2
@@ -196,6 +198,57 @@ def test_megakernel_protocol_per_step_and_total(tiny):
     assert entry["p50_ms"] == pytest.approx(4.0) and entry["p95_ms"] == pytest.approx(4.0)
     assert "speedup_vs_hf_eager" not in entry  # no baseline measured
     json.dumps(total_only)
+
+
+def test_baselines_run_apart_and_combine_into_the_one_run_table(tiny, monkeypatch):
+    """The pipeline's split: the bench rule times the megakernel with the floor, the baselines rule the
+    torch contenders without reading the decoder; combine() gives what one run of both would have."""
+    import fleet_decode.bench.run as run_module
+
+    def no_graph(*args, **kwargs):
+        raise AssertionError("a floor=False run read the task graph")
+
+    bench = run_bench(tiny, prompt_lengths=LENGTHS, decode_tokens=TOKENS, runs=RUNS,
+                      megakernel=ReferenceMegakernel(tiny), contenders=())
+    monkeypatch.setattr(run_module, "bytes_per_token", no_graph)
+    baselines = run_bench(tiny, prompt_lengths=LENGTHS, decode_tokens=TOKENS, runs=RUNS,
+                          contenders=("hf_eager", "reference_eager"), floor=False)
+    assert baselines["schema"] == "fleet-decode-baselines/1"
+    assert not {"bytes", "copy_bandwidth", "lengths"} & set(baselines)
+    assert "percent_of_floor" not in baselines["contenders"]["hf_eager"]["lengths"]["16"]
+
+    both = combine(bench, baselines)
+    assert list(both["contenders"]) == ["megakernel", "hf_eager", "reference_eager"]
+    assert "from_run" not in both["contenders"]["megakernel"]
+    assert both["contenders"]["hf_eager"]["from_run"] == "baselines"
+    assert both["combined_from"]["baselines"]["environment"] == baselines["environment"]
+    assert "hf_eager" not in bench["contenders"]  # the runs given are left as they were
+    for length in LENGTHS:
+        floor = bench["lengths"][str(length)]["floor_ms"]
+        eager = both["contenders"]["hf_eager"]["lengths"][str(length)]
+        assert eager["percent_of_floor"] == pytest.approx(100 * floor / eager["p50_ms"])
+        mega = both["contenders"]["megakernel"]["lengths"][str(length)]
+        assert mega["speedup_vs_hf_eager"] == pytest.approx(eager["p50_ms"] / mega["p50_ms"])
+        assert mega["tokens_equal_hf_eager"] == TOKENS + 1  # fp32 tiny: the same greedy tokens
+    top = headline(both, prompt_length=16)
+    assert top["timed"] == "megakernel" and top["hf_eager_p50_ms"] == both["contenders"]["hf_eager"]["lengths"]["16"]["p50_ms"]
+
+    with pytest.raises(Mismatch, match="decode_tokens 4 against 5"):
+        combine(bench, baselines | {"decode_tokens": TOKENS + 1})
+    with pytest.raises(Mismatch, match="model config_sha256"):
+        combine(bench, baselines | {"model": baselines["model"] | {"config_sha256": "0" * 64}})
+    with pytest.raises(Mismatch, match="megakernel timed in both"):
+        combine(bench, bench)
+    with pytest.raises(Mismatch, match="no floor"):
+        combine(baselines, baselines)
+
+
+@pytest.mark.parametrize("name", ["tiny", "deepseek-coder-v2-lite"])
+def test_routed_expert_bytes_from_the_config_match_the_task_graph(name):
+    """The baselines count the routed experts' bytes without the graph; the two counts must agree."""
+    config = get_config(name)
+    counts = graph_counts(build_graph(config, default_plan(config, 132)), weight_bytes=2)
+    assert routed_expert_bytes(config, 2) == counts["weight_bytes_per_token"]["routed experts"]
 
 
 def test_a_failing_contender_is_recorded_not_fatal(tiny, monkeypatch):

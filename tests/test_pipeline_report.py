@@ -36,7 +36,7 @@ def test_the_report_leads_with_the_verdict_and_names_provenance_once_per_file(cl
     assert str(clone) not in md
     commit = git(clone, "log", "-1", "--format=%H", "--", "src").stdout.strip()[:12]
     provenance = [line for line in md.split("## Provenance")[1].splitlines() if line.startswith("| `results/")]
-    assert len(provenance) == 8  # each valid evidence file once
+    assert len(provenance) == 9  # each valid evidence file once
     for line in provenance:
         assert f"`{commit}` | cpu |" in line
         assert line.rstrip(" |").endswith("stale: remote/m3_layers.py (changed)" if "m3/layers" in line else "fresh")
@@ -46,12 +46,14 @@ def test_the_report_leads_with_the_verdict_and_names_provenance_once_per_file(cl
     layers = [line.split("|")[2].strip() for line in table.splitlines() if line.startswith("| m3/layers.json | gate layer_")]
     assert layers == sorted(layers, key=lambda item: int(item.split("_")[1].split(".")[0]))
     bench = md.split("## Benchmark on cpu")[1].split("## ")[0]
-    assert "From `results/cpu/bench/bench.json`." in bench
+    assert "From `results/cpu/bench/bench.json` and `results/cpu/bench/baselines.json`;" in bench
     table = [line.split(" | ") for line in bench.splitlines() if line.startswith("| HF eager") or
              line.startswith("| reference step")]
-    assert len(table) >= 2 and all(len(r) == 11 for r in table)
+    assert len(table) >= 2 and all(len(r) == 12 for r in table)
+    assert {r[1] for r in table} == {"baselines"}  # the rule that timed them
     hf = next(r for r in table if r[0].startswith("| HF eager"))
-    assert hf[8] == "1.00x" and hf[9].endswith("%") and float(hf[3]) > 0  # HF eager is its own baseline
+    # HF eager is its own baseline; its share of the floor is read against the bench run's floor
+    assert hf[9] == "1.00x" and hf[10].endswith("%") and float(hf[4]) > 0 and float(hf[11].rstrip(" |")) > 0
     html = (out / "report.html").read_text()
     assert html.index('<table id="verdict">') < html.index("<h2>Figures</h2>") < html.index("<h2>Benchmark on cpu</h2>")
     assert '<span class="invalid">INVALID</span> <code>results/cpu/m0/build.json</code>' in html

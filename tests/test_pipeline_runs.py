@@ -1,8 +1,14 @@
 """Runs on a host: old run directories pruned per rule, newest kept; a run an interrupted
-invocation left behind found again by what it computes (pipeline.run, pipeline.transport)."""
+invocation left behind found again by what it computes; two runs of one host one at a time
+(pipeline.run, pipeline.transport)."""
+import os
+import shutil
+import subprocess
+import time
+
 import pytest
 
-from fleet_decode.pipeline.run import prune_runs, run_key, run_name
+from fleet_decode.pipeline.run import one_at_a_time, prune_runs, run_key, run_name
 from fleet_decode.pipeline.transport import LocalTransport, TransportError
 
 
@@ -74,3 +80,36 @@ def test_the_run_key_names_what_is_computed():
     assert key != run_key("h200", "bench", "/w/trees/abd", argv, {"A": "1"})  # another tree
     assert key != run_key("h200", "bench", "/w/trees/abc", [*argv[:-1], '{"seed": 1}'], {"A": "1"})
     assert key != run_key("h200", "bench", "/w/trees/abc", argv, {"A": "2"})
+
+
+def _start_two_runs(tmp_path, path_env):
+    """Two runs of one host started together, each logging its start and end into one file."""
+    trace = tmp_path / "trace"
+    script = f'echo "start $0" >> {trace}; sleep 0.6; echo "end $0" >> {trace}'
+    runs = []
+    for name in ("a", "b"):
+        command = one_at_a_time(str(tmp_path), "X=1", ["sh", "-c", script, name], str(tmp_path / "host.lock"))
+        runs.append(subprocess.Popen(["sh", "-c", command], stdout=subprocess.PIPE, text=True,
+                                     env=dict(os.environ, PATH=path_env)))
+        deadline = time.monotonic() + 10
+        while name == "a" and not trace.exists() and time.monotonic() < deadline:  # a is running first
+            time.sleep(0.02)
+    logs = [r.communicate(timeout=20)[0] for r in runs]
+    assert all(r.returncode == 0 for r in runs)
+    return trace.read_text().splitlines(), logs
+
+
+def test_two_runs_on_one_host_take_turns_and_the_waiting_one_says_so(tmp_path):
+    lines, logs = _start_two_runs(tmp_path, os.environ["PATH"])
+    assert lines == ["start a", "end a", "start b", "end b"]
+    assert logs[0] == "" and logs[1].startswith("waiting for another milestone on this host to finish")
+
+
+def test_a_host_without_flock_runs_unlocked(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("sh", "sleep"):  # everything the runs need but flock
+        (bin_dir / tool).symlink_to(shutil.which(tool))
+    lines, logs = _start_two_runs(tmp_path, str(bin_dir))
+    assert sorted(lines[:2]) == ["start a", "start b"]  # side by side
+    assert logs == ["", ""]

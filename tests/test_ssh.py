@@ -130,8 +130,9 @@ def test_whole_workflow_over_ssh_produces_every_evidence_file_and_the_report(ssh
     assert "| `results/gpu-box/m4/e2e.json` | m4 | `" in report
     html = (repo / "results" / "report.html").read_text()
     assert "data:image/svg+xml;base64," in html and "results/gpu-box/bench/bench.json" in html
-    runs = list((tmp_path / "remote 'work' dir" / "runs").iterdir())
+    runs = [p for p in (tmp_path / "remote 'work' dir" / "runs").iterdir() if p.is_dir()]
     assert len(runs) == len(expected)
+    assert (tmp_path / "remote 'work' dir" / "runs" / "one-at-a-time.lock").is_file()  # each ran under the lock
     assert all((run / "exitcode").read_text().strip() == "0" for run in runs)
     # The env's value went to the runs (see test_ssh_hardening) and nowhere on disk, either side.
     written = [p for root in (tmp_path / "remote 'work' dir" / "runs", repo / "results", repo / ".work")

@@ -43,9 +43,18 @@ def test_task_kernel_edit_reruns_m1_to_m4_and_bench_not_the_fingerprint(clone):
     kernel.write_text(kernel.read_text() + "\n// an edit\n")
     jobs = dry_run(clone)
     assert jobs == DECODER_JOBS
-    assert "m0_host" not in jobs
+    assert "m0_host" not in jobs and "baselines" not in jobs  # the torch contenders stay timed
     assert (clone / ".work/triggers/cpu/m1/kernels.json.trigger").read_text().startswith(
         f"hip/tasks/{kernel.name} (changed)")
+
+
+def test_bench_code_edit_reruns_the_bench_and_its_baselines_not_the_decoder_checks(clone):
+    timing = clone / "src" / "fleet_decode" / "bench" / "timing.py"
+    timing.write_text(timing.read_text() + "\n# an edit\n")
+    # generate follows the bench (never beside it on the GPU); the baselines come last
+    assert dry_run(clone) == {"bench": 1, "generate": 1, "baselines": 1, "render_report": 1, "all": 1}
+    assert (clone / ".work/triggers/cpu/bench/baselines.json.trigger").read_text().startswith(
+        "src/fleet_decode/bench/timing.py (changed)")
 
 
 def test_template_edit_reruns_only_the_report(clone):
@@ -65,5 +74,5 @@ def test_changed_host_setting_makes_that_hosts_evidence_stale(clone):
     config = clone / "config" / "config.yaml"
     config.write_text(config.read_text().replace("decode_tokens: 3", "decode_tokens: 4"))
     jobs = dry_run(clone)
-    assert set(jobs) == {"m0_host", *DECODER_JOBS}
+    assert set(jobs) == {"m0_host", "baselines", *DECODER_JOBS}  # the baselines time the same decode
     assert "config decode_tokens changed" in (clone / ".work/triggers/cpu/m4/e2e.json.trigger").read_text()

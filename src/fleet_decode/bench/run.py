@@ -22,14 +22,15 @@ from dataclasses import dataclass
 import torch
 
 from fleet_decode.bench.contenders import HFEager, HFStaticCompiled, ReferenceEager, ReferenceGraph, first_line
+from fleet_decode.bench.results import BASELINE, derive, headline  # noqa: F401  (headline: this module's API)
 from fleet_decode.bench.timing import (STEADY_FROM_STEP, StepClock, clock_name, copy_bandwidth, device_ops,
                                        latency_summary, synchronize)
 from fleet_decode.model import config_sha256, prompt_ids
 from fleet_decode.model.reference import hf_forward
 
 SCHEMA = "fleet-decode-bench/1"
+BASELINES_SCHEMA = "fleet-decode-baselines/1"  # run_bench(floor=False): timings with no floor, for combine()
 STEP_CONTENDERS = ("hf_eager", "reference_eager", "reference_graph", "hf_static_compile")
-BASELINE = "hf_eager"
 PROFILED_STEPS = 3
 
 
@@ -77,6 +78,26 @@ def bytes_per_token(config, workers: int, element_size: int) -> dict:
     return {"weights": counts["weight_bytes_per_token_total"], "weights_by_category": counts["weight_bytes_per_token"],
             "cache_per_position": counts["cache_bytes_per_position"], "bytes_per_element": element_size,
             "source": f"fleet_decode.graph counts ({workers} workers)"}
+
+
+def routed_expert_bytes(config, element_size: int) -> int:
+    """The routed experts' weights one token reads (its top-k experts' gate, up and down in every MoE
+    layer), from the model config alone: the baselines' extra-byte accounting needs it without the task
+    graph, whose changes must not stale them. tests/test_bench.py holds it to the graph's own count."""
+    moe_layers = config.num_hidden_layers - config.first_k_dense_replace  # model.sources refuses moe_layer_freq != 1
+    return (moe_layers * config.num_experts_per_tok * 3 * config.hidden_size * config.moe_intermediate_size
+            * element_size)
+
+
+def floors(reads: dict, bandwidth: dict, prompt_lengths, decode_tokens: int) -> dict:
+    """Per prompt length: the mean context, the bytes one token must read there and their floor."""
+    lengths = {}
+    for length in prompt_lengths:
+        context = mean_context(length, decode_tokens)
+        total = reads["weights"] + reads["cache_per_position"] * context
+        lengths[str(length)] = {"context_positions": context, "bytes_per_token": total,
+                                "floor_ms": total / bandwidth["bytes_per_s"] * 1e3}
+    return lengths
 
 
 def mean_context(prompt_length: int, decode_tokens: int) -> float:
@@ -178,11 +199,15 @@ def measure_megakernel(megakernel, model, ids, settings: Settings) -> dict:
 
 def run_bench(model, prompt_lengths=(256, 1024, 4096), decode_tokens: int = 32, runs: int = 5, megakernel=None,
               device=None, contenders=STEP_CONTENDERS, compile_mode: str = "reduce-overhead",
-              model_source: str | None = None, time_budget_s: float | None = None, on_progress=None) -> dict:
+              model_source: str | None = None, time_budget_s: float | None = None, on_progress=None,
+              floor: bool = True) -> dict:
     """Time every contender at every prompt length; see the module docstring and docs/bench.md.
 
     time_budget_s: no new (contender, length) measurement starts past it; those left are recorded
-    as skipped. on_progress(result) is called after each measurement (to write partial JSON)."""
+    as skipped. on_progress(result) is called after each measurement (to write partial JSON).
+    floor=False: the timings alone (schema BASELINES_SCHEMA), without the task graph's bytes or the
+    copy bandwidth, so that nothing of the decoder is read; combine() puts them beside a run that has
+    the floor (the pipeline's baselines rule, which must not go stale when the decoder changes)."""
     if decode_tokens <= STEADY_FROM_STEP:
         raise ValueError(f"decode_tokens must exceed {STEADY_FROM_STEP}: statistics use steps >= {STEADY_FROM_STEP}")
     started = time.perf_counter()
@@ -190,24 +215,23 @@ def run_bench(model, prompt_lengths=(256, 1024, 4096), decode_tokens: int = 32, 
     settings = Settings(tuple(prompt_lengths), decode_tokens, runs, device,
                         started + time_budget_s if time_budget_s else None)
     config = model.config
-    workers = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 8
-    reads = bytes_per_token(config, workers, model.dtype.itemsize)
-    bandwidth = copy_bandwidth(device)
-    lengths = {}
-    for length in settings.prompt_lengths:
-        context = mean_context(length, decode_tokens)
-        total = reads["weights"] + reads["cache_per_position"] * context
-        lengths[str(length)] = {"context_positions": context, "bytes_per_token": total,
-                                "floor_ms": total / bandwidth["bytes_per_s"] * 1e3}
     result = {
-        "schema": SCHEMA, "environment": environment(device),
+        "schema": SCHEMA if floor else BASELINES_SCHEMA, "environment": environment(device),
         "model": {"source": model_source, "config_sha256": config_sha256(config),
                   "dtype": str(model.dtype).removeprefix("torch."), "layers": config.num_hidden_layers,
                   "experts_implementation": getattr(config, "_experts_implementation", None)},
         "prompt_lengths": list(settings.prompt_lengths), "decode_tokens": decode_tokens, "runs": runs,
-        "steady_from_step": STEADY_FROM_STEP, "bytes": reads, "copy_bandwidth": bandwidth, "lengths": lengths,
-        "contenders": {}, "baseline": BASELINE,
+        "steady_from_step": STEADY_FROM_STEP, "contenders": {}, "baseline": BASELINE,
     }
+    if floor:
+        workers = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 8
+        reads = bytes_per_token(config, workers, model.dtype.itemsize)
+        bandwidth = copy_bandwidth(device)
+        result |= {"bytes": reads, "copy_bandwidth": bandwidth,
+                   "lengths": floors(reads, bandwidth, settings.prompt_lengths, decode_tokens)}
+        routed = reads["weights_by_category"]["routed experts"]
+    else:
+        routed = routed_expert_bytes(config, model.dtype.itemsize)
 
     def progress():
         if on_progress:
@@ -233,7 +257,7 @@ def run_bench(model, prompt_lengths=(256, 1024, 4096), decode_tokens: int = 32, 
                 record["lengths"][str(length)] = {"status": "unfinished",
                                                   "reason": "the process ended during this measurement"}
                 progress()
-                entry = record["lengths"][str(length)] = measure_one(name, contender, model, length, settings, reads)
+                entry = record["lengths"][str(length)] = measure_one(name, contender, model, length, settings, routed)
                 failed = entry["reason"] if entry["status"] == "unavailable" else None
                 progress()
         finally:
@@ -251,7 +275,7 @@ def run_bench(model, prompt_lengths=(256, 1024, 4096), decode_tokens: int = 32, 
     return result
 
 
-def measure_one(name, contender, model, length, settings: Settings, reads) -> dict:
+def measure_one(name, contender, model, length, settings: Settings, routed_bytes: int) -> dict:
     if settings.deadline is not None and time.perf_counter() > settings.deadline:
         return {"status": "skipped", "reason": "the run's time budget was spent before it started"}
     ids = prompt_ids(length, vocab_size=model.config.vocab_size)
@@ -267,41 +291,5 @@ def measure_one(name, contender, model, length, settings: Settings, reads) -> di
     entry["wall_s"] = time.perf_counter() - began  # setup, compilation and every run included
     if hasattr(contender, "extra_bytes"):
         context = mean_context(length, settings.decode_tokens)
-        entry["extra_bytes_per_token"] = contender.extra_bytes(round(context), reads["weights_by_category"]["routed experts"])
+        entry["extra_bytes_per_token"] = contender.extra_bytes(round(context), routed_bytes)
     return entry
-
-
-def derive(result: dict) -> None:
-    """Bandwidth, share of the floor, ratio to HF eager and token agreement, per contender and length."""
-    baseline = result["contenders"].get(BASELINE, {}).get("lengths", {})
-    for record in result["contenders"].values():
-        for length, entry in record["lengths"].items():
-            if "p50_ms" not in entry:
-                continue
-            facts = result["lengths"][length]
-            entry["achieved_bytes_per_s"] = facts["bytes_per_token"] / (entry["p50_ms"] * 1e-3)
-            entry["achieved_tb_s"] = entry["achieved_bytes_per_s"] / 1e12
-            entry["percent_of_floor"] = 100 * facts["floor_ms"] / entry["p50_ms"]
-            reference = baseline.get(length, {})
-            if "p50_ms" in reference:
-                entry["speedup_vs_hf_eager"] = reference["p50_ms"] / entry["p50_ms"]
-                entry["tokens_equal_hf_eager"] = sum(a == b for a, b in zip(entry["tokens"], reference["tokens"]))
-
-
-def headline(result: dict, prompt_length: int | None = None,
-             prefer=("megakernel", "reference_graph", "hf_static_compile", "hf_eager", "reference_eager")) -> dict:
-    """The few numbers an evidence envelope leads with: those of the first measured contender in
-    `prefer`, at `prompt_length` (default: the one nearest 1,024), plus HF eager's and the floor."""
-    lengths = result["prompt_lengths"]
-    length = str(prompt_length or min(lengths, key=lambda L: abs(L - 1024)))
-    name = next((n for n in prefer if "p50_ms" in result["contenders"].get(n, {}).get("lengths", {}).get(length, {})), None)
-    if name is None:
-        raise ValueError(f"no contender was measured at prompt length {length}")
-    entry, facts = result["contenders"][name]["lengths"][length], result["lengths"][length]
-    baseline = result["contenders"].get(BASELINE, {}).get("lengths", {}).get(length, {})
-    return {"timed": name, "prompt_length": int(length), "p50_ms": entry["p50_ms"], "p95_ms": entry["p95_ms"],
-            "tokens_per_s": entry["tokens_per_s"], "launches_per_token": entry.get("launches_per_token"),
-            "bytes_per_token": facts["bytes_per_token"], "floor_ms": facts["floor_ms"],
-            "achieved_tb_s": entry["achieved_tb_s"], "percent_of_floor": entry["percent_of_floor"],
-            "copy_bandwidth_bytes_per_s": result["copy_bandwidth"]["bytes_per_s"],
-            "hf_eager_p50_ms": baseline.get("p50_ms"), "speedup_vs_hf_eager": entry.get("speedup_vs_hf_eager")}

@@ -45,12 +45,17 @@ MILESTONES = {
     "m4": MilestoneRule("M4", "remote/m4_e2e.py", "m4/e2e.json", (*ENVELOPE, *MODEL, *DECODER)),
     "bench": MilestoneRule("bench", "remote/bench.py", "bench/bench.json",
                            ("src/fleet_decode/bench", *ENVELOPE, *MODEL, *DECODER)),
+    # The torch contenders the megakernel is compared with: the model and the bench code, not the decoder,
+    # so a kernel change leaves them fresh (their minutes of timing are the bench's longest part).
+    "baselines": MilestoneRule("bench", "remote/baselines.py", "bench/baselines.json",
+                               ("src/fleet_decode/bench", *ENVELOPE, *MODEL)),
     "generate": MilestoneRule("generate", "remote/generate.py", "generate/generate.json",
                               ("src/fleet_decode/decoder.py", *ENVELOPE, *MODEL, *DECODER)),
 }
 
 # The report is rendered on this side from every host's evidence; it has sources but no script.
-REPORT_SOURCES = ("report_templates", "src/fleet_decode/report")
+# (bench/results.py: combine() and derive() put the bench and the baselines in one table)
+REPORT_SOURCES = ("report_templates", "src/fleet_decode/report", "src/fleet_decode/bench/results.py")
 
 
 def envelope(rule: str, **wildcards) -> tuple[str, str, str]:

@@ -38,6 +38,17 @@ def prune_runs(transport, workdir: str, rule: str, keep: int, current: str) -> l
     return old
 
 
+def one_at_a_time(cwd: str, env_prefix: str, argv: list[str], lock: str) -> str:
+    """The shell command line that runs `argv` in `cwd` under the host's lock, so that milestones never
+    share a host's GPU, whatever the DAG lets run side by side (`-j`, a second invocation, the
+    baselines, which follow no decoder milestone): flock(1) holds the lock for the run's life and
+    frees it when the run ends or is killed; the run's log says when it waits. A host without
+    flock runs unlocked."""
+    waiting = f"waiting for another milestone on this host to finish (lock {lock})"
+    return (f"set --; if command -v flock >/dev/null 2>&1; then flock -n {q(lock)} true || echo {q(waiting)}; "
+            f'set -- flock {q(lock)}; fi; cd {q(cwd)} && {env_prefix} "$@" ' + " ".join(map(q, argv)))
+
+
 def run_key(host_name: str, rule: str, tree: str, argv: list[str], env: dict) -> str:
     """What a run computes: the same key means the same evidence would come out."""
     what = json.dumps([host_name, rule, tree, argv, sorted(env.items())])
@@ -109,8 +120,8 @@ def run_rule(config: dict, host_name: str, rule: str, output: str, evidence: str
                 console.print(f"  [{label}] {line}", markup=False)
 
         if not earlier:
-            command = (f'cd {q(tree)} && PYTHONPATH={pythonpath}"${{PYTHONPATH:+:$PYTHONPATH}}" '
-                       + " ".join(map(q, [*argv, "--out", remote_out])))
+            command = one_at_a_time(tree, f'PYTHONPATH={pythonpath}"${{PYTHONPATH:+:$PYTHONPATH}}"',
+                                    [*argv, "--out", remote_out], f"{workdir}/runs/one-at-a-time.lock")
             try:
                 transport.start(run_dir, command, key, env)  # env may hold secrets: never in command.sh
             except ConnectionLost as e:  # the run may be going: the next invocation re-attaches to it

@@ -23,6 +23,7 @@ from fleet_decode.pipeline.audit import audit, shown_evidence
 from fleet_decode.pipeline.config import ConfigError, load
 from fleet_decode.pipeline.evidence import MANIFEST, SCHEMA, write_evidence
 from fleet_decode.pipeline.sources import EVIDENCE, hash_sources, sha256_file
+from fleet_decode.report.benches import host_bench
 from fleet_decode.report.plots import figures
 from fleet_decode.report.verdict import host_verdicts, repo_relative, summary
 
@@ -120,14 +121,16 @@ class BenchRow:
     vs_hf_eager: str  # speed-up over HF eager at the same prompt length
     percent_of_floor: str
     floor_ms: str
+    rule: str  # the rule whose run timed it: bench (the megakernel) or baselines
 
 
 @dataclass
 class BenchTable:
     host: str
     copy_bandwidth: str  # what the floor uses
-    file: str
+    files: list  # the evidence files it was read from (repo-relative)
     rows: list
+    problem: str | None  # why the baselines were left out, if they were
 
 
 def _num(entry, key, fmt):
@@ -136,26 +139,32 @@ def _num(entry, key, fmt):
 
 
 def bench_tables(docs, provenance) -> list[BenchTable]:
-    """Per host with bench evidence: every contender at every prompt length, with its ratios to HF
-    eager and to the floor (bytes per token over the copy bandwidth measured in the same run)."""
+    """Per host with bench evidence: every contender at every prompt length (the bench's and its
+    baselines', report.benches), with its ratios to HF eager and to the floor (bytes per token over
+    the copy bandwidth measured in the bench's run)."""
     tables = []
     for p in provenance:
-        if p.rule == "bench":
-            metrics = docs[p.host]["bench/bench.json"]["metrics"]
-            bench = metrics.get("bench", {})
-            floors = bench.get("lengths", {})
-            table = BenchTable(p.host, _format(metrics.get("copy_bandwidth_bytes_per_s")), p.file, [])
-            for name, record in bench.get("contenders", {}).items():
-                for length in sorted(record.get("lengths", {}), key=int):
-                    e = record["lengths"][length]
-                    table.rows.append(BenchRow(
-                        record.get("label", name), length, e.get("status", "?") if "error" not in e
-                        else f"{e.get('status', 'failed')}: {str(e['error'])[:120]}",
-                        _num(e, "p50_ms", "{:.3f}"), _num(e, "p95_ms", "{:.3f}"), _num(e, "tokens_per_s", "{:.1f}"),
-                        _num(e, "launches_per_token", "{:.4g}"), _num(e, "achieved_tb_s", "{:.3f}"),
-                        _num(e, "speedup_vs_hf_eager", "{:.2f}x"), _num(e, "percent_of_floor", "{:.1f} %"),
-                        _num(floors.get(length, {}), "floor_ms", "{:.3f}")))
-            tables.append(table)
+        if p.rule != "bench":
+            continue
+        bench = host_bench(docs[p.host])
+        if not bench:
+            continue
+        result = bench["result"]
+        floors = result.get("lengths", {})
+        files = [f"results/{p.host}/{rel}" for rel in bench["files"]]
+        table = BenchTable(p.host, _format(result.get("copy_bandwidth", {}).get("bytes_per_s")), files, [],
+                           bench["problem"])
+        for name, record in result.get("contenders", {}).items():
+            for length in sorted(record.get("lengths", {}), key=int):
+                e = record["lengths"][length]
+                table.rows.append(BenchRow(
+                    record.get("label", name), length, e.get("status", "?") if "error" not in e
+                    else f"{e.get('status', 'failed')}: {str(e['error'])[:120]}",
+                    _num(e, "p50_ms", "{:.3f}"), _num(e, "p95_ms", "{:.3f}"), _num(e, "tokens_per_s", "{:.1f}"),
+                    _num(e, "launches_per_token", "{:.4g}"), _num(e, "achieved_tb_s", "{:.3f}"),
+                    _num(e, "speedup_vs_hf_eager", "{:.2f}x"), _num(e, "percent_of_floor", "{:.1f} %"),
+                    _num(floors.get(length, {}), "floor_ms", "{:.3f}"), record.get("from_run", "bench")))
+        tables.append(table)
     return tables
 
 

@@ -20,6 +20,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 from matplotlib.ticker import MaxNLocator, NullFormatter  # noqa: E402
 
+from fleet_decode.report.benches import host_bench  # noqa: E402
+
 
 def _encoded(figure, format: str) -> bytes:
     buffer = io.BytesIO()
@@ -121,8 +123,11 @@ def context_png(result: dict) -> bytes:
 # ----------------------------------------------------------------------------- the report's, over hosts
 
 def _bench_metrics(files) -> dict:
-    """A host's bench evidence metrics ({} without one)."""
-    return files.get("bench/bench.json", {}).get("metrics", {})
+    """A host's bench as the report reads it (report.benches: the baselines joined), shaped as the bench
+    evidence's metrics: the headline's numbers (where one was timed) and the whole result under "bench"
+    ({} without bench evidence)."""
+    bench = host_bench(files)
+    return {**(bench["headline"] or {}), "bench": bench["result"]} if bench else {}
 
 
 def _bench_at_headline(docs):
@@ -130,7 +135,7 @@ def _bench_at_headline(docs):
     out = {}
     for host, files in docs.items():
         metrics = _bench_metrics(files)
-        if "bench" not in metrics:
+        if "prompt_length" not in metrics:  # nothing timed at the headline's length
             continue
         length = int(metrics["prompt_length"])
         out[host] = (metrics, {name: entries[length] for name, _, entries in measured(metrics["bench"])

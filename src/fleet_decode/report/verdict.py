@@ -11,9 +11,10 @@ from pathlib import Path
 from fleet_decode.pipeline.audit import State, evidence_state
 from fleet_decode.pipeline.config import host_params
 from fleet_decode.pipeline.sources import EVIDENCE
+from fleet_decode.report.benches import host_bench
 
 MILESTONES = {"M0": ["m0_host", "m0_build"], "M1": ["m1"], "M2": ["m2"], "M3": ["m3"], "M4": ["m4"],
-              "bench": ["bench"], "generate": ["generate"]}
+              "bench": ["bench", "baselines"], "generate": ["generate"]}
 RANK = ["INVALID", "MISSING", "STALE", "FAIL", "PASS"]
 
 
@@ -76,11 +77,15 @@ def _m4(docs):
 
 
 def _bench(docs):
-    m = docs.get("bench/bench.json", {}).get("metrics", {})
-    if "p50_ms" not in m:
-        return "no timing"
+    bench = host_bench(docs)
+    if not bench or bench["headline"] is None:
+        return "no timing" + (f" ({bench['problem']})" if bench.get("problem") else "")
+    m = bench["headline"]
+    vs_eager = (f", {m['speedup_vs_hf_eager']:.2f}x HF eager" if m.get("speedup_vs_hf_eager") and m["timed"] != "hf_eager"
+                else "")
     return (f"P50 {m['p50_ms']:.3f} ms, {m['percent_of_floor']:.1f} % of floor, {m['tokens_per_s']:.1f} tokens/s "
-            f"({m.get('timed')} at {m.get('prompt_length')})")
+            f"({m.get('timed')} at {m.get('prompt_length')}){vs_eager}"
+            + (f"; {bench['problem']}" if bench["problem"] else ""))
 
 
 def _generate(docs):
