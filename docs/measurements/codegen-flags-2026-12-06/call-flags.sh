@@ -1,0 +1,24 @@
+# Sixteenth session (2026-12-06): does nvcc's code generation, steered by flags alone, move the step? Part 19 found
+# that two builds of one source differ by 2-5 %; this times main's hip/ built with extra nvcc flags (the same
+# sources, built by build-flags.sh NAME "FLAGS" in this folder) against main's build, one process a sweep:
+#   main: as the pipeline builds it; o2: -Xptxas -O2; o1: -Xptxas -O1; cg: -Xptxas -dlcm=cg;
+#   xvec: --extra-device-vectorization
+# Carry lab/{main,o2,o1,cg,xvec}/lib/libfleet_kernels.so. Two sweeps at 1,024 (libraries in opposite orders), one
+# at 4,096 (SHORT=1: the two at 1,024 only; BUDGET: seconds for the whole call).
+export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
+t0=$(date +%s); T=$(mktemp -d /tmp/call.XXXXXX)
+L=$PWD/lab; MAIN=$L/main/lib/libfleet_kernels.so
+nvidia-smi --query-gpu=name --format=csv,noheader
+sweep() {  # name prompt libraries...
+  name=$1 prompt=$2; shift 2
+  libs=() vars=default
+  for n in "$@"; do libs+=(--library $n=$L/$n/lib/libfleet_kernels.so); vars="$vars,default@$n"; done
+  left=$(( ${BUDGET:-585} - ($(date +%s) - t0) )); [ $left -gt 60 ] || return
+  FLEET_DECODE_KERNELS=$MAIN timeout $left python3 -m fleet_decode.kernels.lab --sweep --same --prompt $prompt \
+    "${libs[@]}" --variants "$vars" --out $T/$name.json 2>&1 | grep -v Warning | tail -9
+  echo "$name $(( $(date +%s) - t0 )) s"
+}
+sweep sweep111-1024 1024 o2 o1 cg xvec
+sweep sweep112-1024 1024 xvec cg o1 o2
+[ -z "$SHORT" ] && sweep sweep113-4096 4096 o2 o1 cg xvec
+tar czf $OUT/flags.tgz -C $T .
