@@ -2,8 +2,8 @@
 # that two builds of one source differ by 2-5 %; this times main's hip/ built with extra nvcc flags (the same
 # sources, built by build-flags.sh NAME "FLAGS" in this folder) against main's build, one process a sweep:
 #   main: as the pipeline builds it; o2: -Xptxas -O2; o1: -Xptxas -O1; cg: -Xptxas -dlcm=cg;
-#   xvec: --extra-device-vectorization; slim (twentieth session): a patched hip/, see the sweeps below
-# Carry lab/{main,o2,o1,xvec,slim}/lib/libfleet_kernels.so (cg left out: nvcc 13 builds the very same library with
+#   xvec: --extra-device-vectorization; slim and noinl (twentieth session): patched hip/, see the sweeps below
+# Carry lab/{main,o2,xvec,slim,noinl}/lib/libfleet_kernels.so (cg left out: nvcc 13 builds the very same library with
 # -Xptxas -dlcm=cg as without it, sha256 2c2df700..., eighteenth session). Two sweeps at 1,024 (libraries in opposite orders), one
 # at 4,096 (SHORT=1: the two at 1,024 only; BUDGET: seconds for the whole call).
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
@@ -20,10 +20,12 @@ sweep() {  # name prompt libraries...
     "${libs[@]}" --variants "$vars" --out $T/$name.json 2>&1 | grep -v Warning | tail -9
   echo "$name $(( $(date +%s) - t0 )) s"
 }
-# slim: main's hip/ without the plain entry's wide chunk forms (docs/next/plain-entry-without-wide-chunk-forms.patch);
-# the first sweep also runs that entry's new path (8-head tasks as two 4-head groups) beside main's same variant.
+# Twentieth session: two patched builds of main's hip/ beside the flags, o1 dropped to keep the carry under 64 MiB.
+# slim: the plain entry without its wide chunk forms (docs/next/plain-entry-without-wide-chunk-forms.patch); the
+# first sweep also runs its new path (8-head tasks as two 4-head groups) beside main's same variant. noinl: every
+# task kind a call (docs/next/task-kinds-not-inlined.patch).
 EXTRA="chunk_form=plain + attn_head_groups=2,chunk_form=plain + attn_head_groups=2@slim" \
-  sweep sweep111-1024 1024 slim o2 o1 xvec
-sweep sweep112-1024 1024 xvec o1 o2 slim
-[ -z "$SHORT" ] && sweep sweep113-4096 4096 o2 o1 xvec slim
+  sweep sweep111-1024 1024 slim noinl o2 xvec
+sweep sweep112-1024 1024 xvec o2 noinl slim
+[ -z "$SHORT" ] && sweep sweep113-4096 4096 slim noinl o2 xvec
 tar czf $OUT/flags.tgz -C $T .
