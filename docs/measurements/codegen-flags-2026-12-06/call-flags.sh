@@ -21,9 +21,9 @@ sweep() {  # name prompt libraries...
   echo "$name $(( $(date +%s) - t0 )) s"
 }
 # Twentieth session: two patched builds of main's hip/ beside the flags, o1 dropped to keep the carry under 64 MiB.
-# slim: the plain entry without its wide chunk forms (docs/next/plain-entry-without-wide-chunk-forms.patch); the
+# slim: the plain entry without its wide chunk forms (docs/dropped/plain-entry-without-wide-chunk-forms.patch); the
 # first sweep also runs its new path (8-head tasks as two 4-head groups) beside main's same variant. noinl: every
-# task kind a call (docs/next/task-kinds-not-inlined.patch).
+# task kind a call (docs/dropped/task-kinds-not-inlined.patch).
 EXTRA="chunk_form=plain + attn_head_groups=2,chunk_form=plain + attn_head_groups=2@slim" \
   sweep sweep111-1024 1024 slim noinl o2 xvec
 sweep sweep112-1024 1024 xvec o2 noinl slim
