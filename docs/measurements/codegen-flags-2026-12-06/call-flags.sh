@@ -5,7 +5,9 @@
 #   xvec: --extra-device-vectorization; slim and noinl (twentieth session): patched hip/, see the sweeps below
 # Carry lab/{main,o2,xvec,slim,noinl}/lib/libfleet_kernels.so (cg left out: nvcc 13 builds the very same library with
 # -Xptxas -dlcm=cg as without it, sha256 2c2df700..., eighteenth session). Two sweeps at 1,024 (libraries in opposite orders), one
-# at 4,096 (SHORT=1: the two at 1,024 only; BUDGET: seconds for the whole call).
+# at 4,096 (SHORT=1: the two at 1,024 only; BUDGET: seconds for the whole call). On an H100 (80 GB) a process holds
+# main's library and one more: the rest of a sweep fails out of memory (twentieth session); there, time one library
+# a process as docs/measurements/codegen-slim-2026-12-07/README.md (sweep 114) did.
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 t0=$(date +%s); T=$(mktemp -d /tmp/call.XXXXXX)
 L=$PWD/lab; MAIN=$L/main/lib/libfleet_kernels.so
