@@ -140,8 +140,10 @@ __device__ __forceinline__ float fd_bf16_hi(uint32_t w) { return fd_bits_to_floa
 
 // ---------------------------------------------------------------------------------------------
 // 16-byte vector loads. fd_load_stream16 is for weights only (data no task ever writes): it
-// takes the read-only path and skips L1 (each weight is read once per token), and the compiler
-// may reorder it freely, also across event waits.
+// takes the read-only path and is marked evict-first (each weight is read once per token; ~170 MB a
+// layer at normal priority would evict from L2 what is read again: the kernel's code, the cache rows,
+// the activations; docs/megakernel.md part 24), and the compiler may reorder it freely, also across
+// event waits.
 struct alignas(16) fd_vec16 {
   uint32_t x, y, z, w;
 };
@@ -149,7 +151,7 @@ struct alignas(16) fd_vec16 {
 __device__ __forceinline__ fd_vec16 fd_load_stream16(const void* p) {
   fd_vec16 v;
 #if FD_CUDA
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+  asm("ld.global.cs.nc.v4.u32 {%0,%1,%2,%3}, [%4];"
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                : "l"(p));
 #else
