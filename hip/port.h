@@ -217,12 +217,14 @@ __device__ __forceinline__ void fd_stage_issue(uint64_t* bar, void* dst, const v
   const uint32_t b = static_cast<uint32_t>(__cvta_generic_to_shared(bar));
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(bytes) : "memory");
+  uint64_t policy;  // weights are read once a token: first out of L2, like fd_load_stream16's
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
   for (uint32_t off = 0; off < bytes; off += kPiece) {
     const uint32_t n = bytes - off < kPiece ? bytes - off : kPiece;
     const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(static_cast<char*>(dst) + off));
     asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(d),
-        "l"(static_cast<const char*>(src) + off), "r"(n), "r"(b)
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
+        ::"r"(d), "l"(static_cast<const char*>(src) + off), "r"(n), "r"(b), "l"(policy)
         : "memory");
   }
 #else
