@@ -1,4 +1,4 @@
-# Twentieth session (2026-12-07): docs/next/top-k-code-warmed.patch timed by two traces at 1,024 positions, each
+# Twentieth session (2026-12-07): docs/dropped/top-k-code-warmed.patch timed by two traces at 1,024 positions, each
 # main's build beside one patched build in one process (two libraries fit an H100). Carry
 # lab/{main,tknoinl,tkwarm}/lib/libfleet_kernels.so. BUDGET: seconds (default 150).
 #   bash docs/next/call-topk-warm.sh    (from the repository root)

@@ -1,6 +1,6 @@
-# Twenty-first session: docs/next/call-l2-evict-first.sh's two sweeps in ONE process where three libraries fit (an
+# Twenty-first session: docs/measurements/l2-evict-first-2026-12-07/call-l2-evict-first.sh's two sweeps in ONE process where three libraries fit (an
 # H200: main, lab/ef1, lab/ef2), at 1,024 and then 4,096 positions. Carry lab/{main,ef1,ef2}/lib/libfleet_kernels.so.
-#   BUDGET=150 bash docs/next/call-l2-evict-first-h200.sh    (from the repository root)
+#   BUDGET=150 bash docs/measurements/l2-evict-first-2026-12-07/call-l2-evict-first-h200.sh    (from the repository root)
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 t0=$(date +%s); L=$PWD/lab
 nvidia-smi --query-gpu=name --format=csv,noheader

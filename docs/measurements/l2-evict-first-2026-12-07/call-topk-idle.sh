@@ -1,10 +1,10 @@
-# Twentieth session (2026-12-07): the top-k on an idle worker (docs/next/top-k-on-an-idle-worker.patch), with and
-# without its code warmed by warp 1 (lab/tkwarm, docs/next/top-k-code-warmed.patch), one sweep at 1,024 positions,
+# Twentieth session (2026-12-07): the top-k on an idle worker (docs/dropped/top-k-on-an-idle-worker.patch), with and
+# without its code warmed by warp 1 (lab/tkwarm, docs/dropped/top-k-code-warmed.patch), one sweep at 1,024 positions,
 # main's build and tkwarm in one process. Carry lab/{main,tkwarm}/lib/libfleet_kernels.so. BUDGET (default 100).
-#   bash docs/next/call-topk-idle.sh    (from the repository root)
+#   bash docs/measurements/l2-evict-first-2026-12-07/call-topk-idle.sh    (from the repository root)
 export PYTHONUNBUFFERED=1
 t0=$(date +%s); T=$(mktemp -d /tmp/call.XXXXXX); L=$PWD/lab
-cp -r src $T/ && (cd $T && git apply --include='src/*' "$OLDPWD/docs/next/top-k-on-an-idle-worker.patch") || exit
+cp -r src $T/ && (cd $T && git apply --include='src/*' "$OLDPWD/docs/dropped/top-k-on-an-idle-worker.patch") || exit
 export PYTHONPATH=$T/src
 nvidia-smi --query-gpu=name --format=csv,noheader
 FLEET_DECODE_KERNELS=$L/main/lib/libfleet_kernels.so timeout $(( ${BUDGET:-100} - 5 )) python3 -m fleet_decode.kernels.lab \
