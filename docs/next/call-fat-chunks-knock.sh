@@ -8,12 +8,7 @@
 # lab/{main,knock,knockuv}/lib/libfleet_kernels.so (built as call-knock-merge.sh and the proxy patch say); fits an
 # H100. BUDGET: seconds (default 200).
 #   bash docs/next/call-fat-chunks-knock.sh    (from the repository root)
-export PYTHONUNBUFFERED=1
-t0=$(date +%s); T=$(mktemp -d /tmp/call.XXXXXX)
-L=$PWD/lab; MAIN=$L/main/lib/libfleet_kernels.so
-cp -r src $T/ && (cd $T && git apply --include='src/*' "$OLDPWD/docs/next/merge-in-o-proj-knockout.patch") || exit
-export PYTHONPATH=$T/src
-nvidia-smi --query-gpu=name --format=csv,noheader
+. docs/next/patched-src.sh docs/next/merge-in-o-proj-knockout.patch
 fat="attn_chunk=64 + attn_head_groups"
 sweep() {  # name library variants: one process, main's library and one other (three do not fit an H100's 80 GB)
   left=$(( ${BUDGET:-200} - ($(date +%s) - t0) - 5 )); [ $left -gt 40 ] || return

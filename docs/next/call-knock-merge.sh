@@ -5,12 +5,7 @@
 # off (default@knock) and on (knock_merge_parts=4/16/64@knock). Fits an H100. BUDGET: seconds for the whole call;
 # PROMPTS: the prompt lengths, in order (default "1024 4096").
 #   bash docs/next/call-knock-merge.sh    (from the repository root)
-export PYTHONUNBUFFERED=1
-t0=$(date +%s); T=$(mktemp -d /tmp/call.XXXXXX)
-L=$PWD/lab; MAIN=$L/main/lib/libfleet_kernels.so
-cp -r src $T/ && (cd $T && git apply --include='src/*' "$OLDPWD/docs/next/merge-in-o-proj-knockout.patch") || exit
-export PYTHONPATH=$T/src
-nvidia-smi --query-gpu=name --format=csv,noheader
+. docs/next/patched-src.sh docs/next/merge-in-o-proj-knockout.patch
 vars="default,default@knock,knock_merge_parts=4@knock,knock_merge_parts=16@knock,knock_merge_parts=64@knock"
 for prompt in ${PROMPTS:-1024 4096}; do
   left=$(( ${BUDGET:-585} - ($(date +%s) - t0) )); [ $left -gt 60 ] || break
