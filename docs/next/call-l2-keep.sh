@@ -6,7 +6,7 @@
 #   rtn   the router's unstaged loads not allocated in L1 and normal in L2 (its fp32 weights, 14 MB for 26 layers,
 #         can then stay in L2 while everything streamed is evict-first); timed staged (default) and unstaged
 # Each sweep is one process with two libraries (two fit an H100): `default` is the first named, `default@X` the
-# second. Then a trace of main and el side by side. Carry lab/{main24,glob,el,elall,lmna,rtn}/lib/libfleet_kernels.so.
+# second. Then a trace of main and el side by side, with the raw words of steps 0-3 (per-worker timelines, read offline). Carry lab/{main24,glob,el,elall,lmna,rtn}/lib/libfleet_kernels.so.
 # BUDGET: seconds (default 560).
 #   bash docs/next/call-l2-keep.sh    (from the repository root)
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
@@ -31,7 +31,7 @@ sweep sweep128-4096-main-el 4096 main24 el
 if [ $(left) -gt 50 ]; then
   FLEET_DECODE_KERNELS=$L/main24/lib/libfleet_kernels.so timeout $(left) python3 -m fleet_decode.kernels.trace \
     --prompt 1024 --variant default --library main=$L/main24/lib/libfleet_kernels.so \
-    --library el=$L/el/lib/libfleet_kernels.so --out $OUT/trace129-1024-el.json 2>&1 \
+    --library el=$L/el/lib/libfleet_kernels.so --out $OUT/trace129-1024-el.json --raw $OUT/trace129-raw.npz 2>&1 \
     | grep -v Warning | grep -A40 "^per kind"
   echo "trace129 $(( $(date +%s) - t0 )) s"
 fi
