@@ -6,12 +6,13 @@
 #   rtn   the router's unstaged loads not allocated in L1 and normal in L2 (its fp32 weights, 14 MB for 26 layers,
 #         can then stay in L2 while everything streamed is evict-first); timed staged (default) and unstaged
 # Each sweep is one process with two libraries (two fit an H100): `default` is the first named, `default@X` the
-# second. Then a trace of main and el side by side, with the raw words of steps 0-3 (per-worker timelines, read offline). Carry lab/{main24,glob,el,elall,lmna,rtn}/lib/libfleet_kernels.so.
-# BUDGET: seconds (default 560).
+# second. Also: the routed slices' skew (Plan.split_k_skew) re-timed on main's build, and a trace of main's build
+# with the raw words of steps 0-3 (per-worker timelines of the expert window: docs/next/window_tail.py). Carry lab/{main24,glob,el,elall,lmna,rtn}/lib/libfleet_kernels.so.
+# BUDGET: seconds (default 380).
 #   bash docs/next/call-l2-keep.sh    (from the repository root)
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 t0=$(date +%s); L=$PWD/lab
-left() { echo $(( ${BUDGET:-560} - ($(date +%s) - t0) - 5 )); }
+left() { echo $(( ${BUDGET:-380} - ($(date +%s) - t0) - 5 )); }
 nvidia-smi --query-gpu=name --format=csv,noheader
 sweep() {  # name, prompt, base library, second library[, more variants]
   [ $(left) -gt 40 ] || return
@@ -24,14 +25,18 @@ sweep sweep122-1024-main-el 1024 main24 el
 sweep sweep123-1024-glob-el 1024 glob el
 sweep sweep124-1024-main-rtn 1024 main24 rtn \
   ",staged_kinds=RMSNORM_GEMV/ROPE_Q_ABSORB/ATTN_MERGE_UV/O_PROJ_RESIDUAL/O_PROJ_ROUTER/ATTN_MERGE_COLS@rtn"
-sweep sweep125-1024-main-lmna 1024 main24 lmna
-sweep sweep126-1024-main-elall 1024 main24 elall
-sweep sweep127-4096-glob-el 4096 glob el
-sweep sweep128-4096-main-el 4096 main24 el
-if [ $(left) -gt 50 ]; then
+if [ $(left) -gt 40 ]; then
+  FLEET_DECODE_KERNELS=$L/main24/lib/libfleet_kernels.so timeout $(left) python3 -m fleet_decode.kernels.lab --sweep \
+    --prompt 1024 --variants "default,split_k_skew=8,split_k_skew=16,split_k_skew=24" --out $OUT/sweep125-1024-skew.json \
+    2>&1 | grep -v Warning | tail -5
+  echo "sweep125 $(( $(date +%s) - t0 )) s"
+fi
+if [ $(left) -gt 45 ]; then
   FLEET_DECODE_KERNELS=$L/main24/lib/libfleet_kernels.so timeout $(left) python3 -m fleet_decode.kernels.trace \
-    --prompt 1024 --variant default --library main=$L/main24/lib/libfleet_kernels.so \
-    --library el=$L/el/lib/libfleet_kernels.so --out $OUT/trace129-1024-el.json --raw $OUT/trace129-raw.npz 2>&1 \
-    | grep -v Warning | grep -A40 "^per kind"
+    --prompt 1024 --variant default --out $OUT/trace129-1024-main.json --raw $OUT/trace129-raw.npz 2>&1 \
+    | grep -v Warning | grep -B2 -A3 "^MoE layer:"
   echo "trace129 $(( $(date +%s) - t0 )) s"
 fi
+sweep sweep126-1024-main-lmna 1024 main24 lmna
+sweep sweep127-4096-glob-el 4096 glob el
+sweep sweep128-1024-main-elall 1024 main24 elall
