@@ -106,6 +106,7 @@ def test_the_exact_twin_of_an_fp32_model_keeps_an_fp32_cache(tiny):
 
 
 @pytest.mark.gpu
+@pytest.mark.gpu_large
 def test_the_megakernel_meets_the_m3_and_m4_gates_on_the_real_config():
     """The pipeline's M3/M4 gates (config defaults) on the H200's setting: real config, random
     weights, bf16, the 1,024-token prompt, 32 tokens."""

@@ -257,6 +257,7 @@ def gpu_decoder():
 
 
 @pytest.mark.gpu
+@pytest.mark.gpu_large
 def test_gpu_greedy_chains_launches_streams_stops_and_survives_bad_requests(gpu_decoder):
     """100 greedy tokens over launches of 16 steps equal one launch's; each is streamed as produced; a
     stop id ends the generation there; after each bad request the same decoder decodes the same tokens."""
@@ -277,6 +278,7 @@ def test_gpu_greedy_chains_launches_streams_stops_and_survives_bad_requests(gpu_
 
 
 @pytest.mark.gpu
+@pytest.mark.gpu_large
 def test_gpu_sampling_is_deterministic_per_seed(gpu_decoder):
     """Needs the runtime's sampling launch argument (fd_task_sample called from the ARGMAX dispatch)."""
     chained, ids = gpu_decoder

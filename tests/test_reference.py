@@ -141,6 +141,7 @@ def test_accuracy_check_catches_a_less_accurate_reference(monkeypatch):
 
 
 @pytest.mark.gpu
+@pytest.mark.gpu_large
 def test_full_size_random_model_on_gpu():
     """random:deepseek-coder-v2-lite, bf16, 1,024-token prefill, 32 steps vs HF eager.
 
