@@ -3,7 +3,8 @@ when each worker's routed slice became ready and ended, relative to the layer's 
 whether the worker also ran a shared slice that layer. Runs on the laptop: the graph is rebuilt from the
 decode plan (the default variant; 132 workers).
 
-    python docs/next/window_tail.py RAW.npz [--prompt 1024] [--tokens 32] [--workers 132]
+    python docs/measurements/l2-keep-2026-12-07/window_tail.py RAW.npz [--prompt 1024] [--tokens 32] [--workers 132]
+        [--plan split_k_skew=8]   # the variant's Plan fields, where it is not the default
 """
 
 import argparse
@@ -23,10 +24,12 @@ def main():
     p.add_argument("--prompt", type=int, default=1024)
     p.add_argument("--tokens", type=int, default=32)
     p.add_argument("--workers", type=int, default=132)
+    p.add_argument("--plan", action="append", default=[], metavar="FIELD=INT", help="a Plan field of the traced variant")
     args = p.parse_args()
     raw = np.load(args.raw)["raw"]
     config = get_config("deepseek-coder-v2-lite")
-    graph = build_graph(config, decode_plan(config, args.prompt + args.tokens, args.workers))
+    graph = build_graph(config, decode_plan(config, args.prompt + args.tokens, args.workers,
+                                                **{k: int(v) for k, v in (f.split("=") for f in args.plan)}))
     assert raw.shape[1] == len(graph.tasks), (raw.shape, len(graph.tasks))
     ticks = raw[..., :3].astype(np.float64)
     t = (ticks - ticks[ticks > 0].min()) / 1e3  # us

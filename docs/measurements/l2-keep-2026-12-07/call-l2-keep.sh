@@ -9,7 +9,7 @@
 # second. Also: the routed slices' skew (Plan.split_k_skew) re-timed on main's build, and a trace of main's build
 # with the raw words of steps 0-3 (per-worker timelines of the expert window: docs/next/window_tail.py). Carry lab/{main24,glob,el,elall,lmna,rtn}/lib/libfleet_kernels.so.
 # BUDGET: seconds (default 380).
-#   bash docs/next/call-l2-keep.sh    (from the repository root)
+#   bash docs/measurements/l2-keep-2026-12-07/call-l2-keep.sh    (from the repository root; patches/ has the builds)
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 t0=$(date +%s); L=$PWD/lab
 left() { echo $(( ${BUDGET:-380} - ($(date +%s) - t0) - 5 )); }
