@@ -57,6 +57,31 @@ def test_summary_stages_follow_the_dependency_chain():
     assert 0 < s["busy_share_of_workers"] < 1
 
 
+def test_the_routed_slices_ends_are_read_from_the_top_k_firing():
+    """The layer's last routed slice made to end 3 us later: the last end moves by 3 us, the first and the
+    median stay; the ends are counted from the top-k's firing; a routing-free plan has no routed slices."""
+    config = get_config("deepseek-coder-v2-lite")
+    graph = build_graph(config, Plan(workers=16, max_positions=128, max_steps=4, moe_tiles="split-k"), layers=[0, 1, 2])
+    times = _schedule(graph, 3, lambda t: 1000.0)
+    even = summarise(graph, times, range(1, 3))["routed_slice_ends_us"]
+    topk = {t.layer: t.out_event for t in graph.tasks if t.kind == Kind.ROUTE_TOPK}
+    firsts = []
+    for layer, event in topk.items():
+        idx = [i for i, t in enumerate(graph.tasks) if t.kind == Kind.EXPERT_GATE_UP_DOWN and t.layer == layer]
+        for step in (1, 2):
+            fired = max(times[step, i, 2] for i, t in enumerate(graph.tasks) if t.out_event == event)
+            firsts.append(min(times[step, idx, 2]) - fired)
+        times[:, idx[int(np.argmax(times[1, idx, 2]))], 2] += 3000.0
+    assert even["first"] == pytest.approx(np.mean(firsts) / 1e3)
+    late = summarise(graph, times, range(1, 3))["routed_slice_ends_us"]
+    assert 0 < even["first"] <= even["median"] <= even["last"]
+    assert late["last"] == pytest.approx(even["last"] + 3.0)
+    assert (late["first"], late["median"]) == pytest.approx((even["first"], even["median"]))
+    routing_free = build_graph(config, Plan(workers=16, max_positions=128, max_steps=4, moe_tiles="routing-free"),
+                               layers=[0, 1, 2])
+    assert summarise(routing_free, _schedule(routing_free, 3, lambda t: 1000.0), range(1, 3))["routed_slice_ends_us"] is None
+
+
 def test_the_rate_profile_spreads_each_tasks_bytes_over_its_run():
     graph = build_graph(get_config("deepseek-coder-v2-lite"), Plan(workers=16, max_positions=128, max_steps=4),
                         layers=[0, 1, 2])

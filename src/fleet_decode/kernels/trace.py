@@ -122,6 +122,7 @@ def summarise(graph, times: np.ndarray, steps, resident: np.ndarray | None = Non
             s["ready"].append(first_ready[:, e] - t0)
             s["fired"].append(fire[:, e] - t0)
     rates = rate_profile(graph, t, fire, index)
+    slice_ends = routed_slice_ends(graph, t, fire, index)
     stage_rows = {name: {"first_ready_us": float(np.mean(v["ready"]) / 1e3), "fired_us": float(np.mean(v["fired"]) / 1e3)}
                   for name, v in stages.items()}
     stage_rows = dict(sorted(stage_rows.items(), key=lambda kv: kv[1]["fired_us"]))
@@ -131,7 +132,30 @@ def summarise(graph, times: np.ndarray, steps, resident: np.ndarray | None = Non
         "moe_layer_us_mean": float(np.mean(layer_ns) / 1e3) if layer_ns else None,
         "busy_share_of_workers": float(run.sum(axis=1).mean() / (workers * step_ns.mean())),
         "kinds": kinds, "moe_layer_stages": stage_rows, "moe_layer_rates": rates,
+        "routed_slice_ends_us": slice_ends,
     }
+
+
+def routed_slice_ends(graph, t: np.ndarray, fire: np.ndarray, index: dict[str, int]) -> dict | None:
+    """When a MoE layer's routed split-K slices end, from its top-k's firing (us; the first, the median and
+    the last of the layer's slices, each averaged over the layers and steps). The layer's sum waits for the
+    last: its distance from the median is the window's tail that no worker fills (docs/megakernel.md
+    part 25). None for a plan without routed slices."""
+    by_layer: dict[int, list[int]] = {}
+    for i, tk in enumerate(graph.tasks):
+        if tk.kind == Kind.EXPERT_GATE_UP_DOWN:
+            by_layer.setdefault(tk.layer, []).append(i)
+    rows = []
+    for layer, idx in by_layer.items():
+        topk = index.get(f"L{layer}.route_topk")
+        if topk is None:
+            continue
+        ends = t[:, idx, DONE] - fire[:, topk][:, None]  # [steps, slices]
+        rows.append(np.stack([ends.min(axis=1), np.median(ends, axis=1), ends.max(axis=1)], axis=1))
+    if not rows:
+        return None
+    first, median, last = np.concatenate(rows).mean(axis=0) / 1e3
+    return {"first": float(first), "median": float(median), "last": float(last)}
 
 
 RATE_BIN_US = 3.0
@@ -241,6 +265,10 @@ def print_summary(s: dict):
         for row in rates:
             if row["busy_workers"] >= 0.5:
                 print(f"  {row['from_us']:5.0f} us {row['tb_per_s']:6.2f} TB/s {row['busy_workers']:6.1f} workers")
+    ends = s.get("routed_slice_ends_us")
+    if ends:
+        print(f"MoE layer: routed slices end {ends['first']:.1f} / {ends['median']:.1f} / {ends['last']:.1f} us after "
+              f"the top-k (first / median / last)")
     view = chain_view(s)
     if view["chain_to_topk_us"] is not None:
         resident = view["chain_resident_share"]
