@@ -7,5 +7,5 @@ def pytest_collection_modifyitems(config, items):
         return
     skip = pytest.mark.skip(reason="needs a GPU (run on the GPU host)")
     for item in items:
-        if "gpu" in item.keywords or "gpu_large" in item.keywords:
+        if "gpu" in item.keywords:
             item.add_marker(skip)
