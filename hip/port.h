@@ -347,6 +347,19 @@ __device__ __forceinline__ void fd_atomic_add_f32(float* p, float v) {
 #endif
 }
 
+// An integer add into device memory whose old value nobody reads (the split-K slices' fixed-point sum):
+// relaxed, device scope; the adding task's release signal publishes it. Integer adds commute, so the
+// sum's bits do not depend on their order. red.global.add.u64 on CUDA: no value comes back.
+__device__ __forceinline__ void fd_red_add_u64(unsigned long long* p, unsigned long long v) {
+#if FD_CUDA && defined(__CUDA_ARCH__)
+  asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+#elif FD_CUDA
+  (void)p, (void)v;
+#else
+  (void)__hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+#endif
+}
+
 // Integer counts in shared memory, summed by the threads of one block (relaxed, workgroup scope:
 // a barrier orders them for the readers).
 __device__ __forceinline__ void fd_atomic_add_shared(int* p, int v) {

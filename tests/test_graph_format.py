@@ -134,3 +134,29 @@ def test_w_uv_in_column_blocks_holds_each_heads_w_uv_columns_contiguously():
         for p in range(parts):
             first = (h * parts + p) * v
             assert torch.equal(blocks[first:first + v], w_uv[:, p * cols:(p + 1) * cols])
+
+
+def test_a_fixed_point_graph_round_trips_and_its_dtypes_are_checked():
+    """Plan.split_k_sum = "fixed-point": every slice adds into its layer's one I64 row, which the sum tiles read;
+    a record that points a fixed-point slice at F32 rows, or a row-writing slice at the I64 row, is refused."""
+    from fleet_decode.graph.format import DType
+    from fleet_decode.graph.plan import decode_plan
+    config = get_config("tiny")
+    g = build_graph(config, decode_plan(config, 24, 5, max_steps=2, split_k_sum="fixed-point"))
+    assert decode_graph(g.encode()) == g
+    acc = g.buffer_index("L1.moe_acc")
+    assert (g.buffers[acc].dtype, g.buffers[acc].rows) == (DType.I64, 1)
+    sums = [t for t in g.tasks if t.kind == Kind.SUM_FIXED_POINT and t.layer == 1]
+    assert sums and {t.buffers[0] for t in sums} == {acc} and not [t for t in g.tasks if t.kind == Kind.SUM_PARTIALS]
+    first_slice = next(i for i, t in enumerate(g.tasks) if t.kind == Kind.EXPERT_GATE_UP_DOWN)
+    assert g.tasks[first_slice].buffers[3] == acc and g.tasks[first_slice].args == (0, 1)
+    broken = copy.deepcopy(g)
+    broken.buffers[acc].dtype = DType.F32
+    with pytest.raises(GraphFormatError, match="a fixed-point sum must be I64"):
+        decode_graph(broken.encode())
+    enc = _broken(g, lambda e: e.tasks.__setitem__((first_slice, TASK["ARG1"]), 0))
+    with pytest.raises(GraphFormatError, match="partial rows must be F32"):
+        decode_graph(enc)
+    enc = _broken(g, lambda e: e.tasks.__setitem__((first_slice, TASK["ARG1"]), 2))
+    with pytest.raises(GraphFormatError, match="fixed_point must be 0 or 1"):
+        decode_graph(enc)

@@ -7,6 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from fleet_decode.fixed_point import from_fixed_point, to_fixed_point
 from fleet_decode.graph.format import Kind
 from fleet_decode.kernels.checks import Shapes, check_all
 
@@ -158,10 +159,18 @@ class TorchTaskKernels:
             act = st(st(F.silu(g), x.dtype) * u, x.dtype)
             for i, r0 in enumerate(range(0, inter, rows_per_tile)):
                 r1 = r0 + rows_per_tile
-                partials[slot * slices + i] = weight * (down[:, r0:r1].float() @ act[r0:r1])
+                partial = weight * (down[:, r0:r1].float() @ act[r0:r1])
+                if partials.dtype == torch.int64:  # the fixed-point accumulator every slice adds into
+                    partials += to_fixed_point(partial)
+                else:
+                    partials[slot * slices + i] = partial
 
     def sum_partials(self, partials, into, rows_per_tile):
         into += partials.sum(0)
+
+    def sum_fixed_point(self, acc, into, rows_per_tile):
+        into += from_fixed_point(acc)
+        acc.zero_()
 
     def lm_head(self, x, norm_weight, eps, W, logits, part_value, part_index, rows_per_tile):
         logits.copy_(st(W.float() @ rms_norm(x, norm_weight), torch.bfloat16))
@@ -276,6 +285,24 @@ class ForgetsTheRouteWeight(TorchTaskKernels):
                              rows_per_tile)
 
 
+class FixedPointSliceTruncates(TorchTaskKernels):
+    """Rounds each fixed-point add toward zero at 2**-8 instead of to nearest at 2**-32."""
+    def gate_up_down(self, x, norm_weight, eps, gate_w, up_w, down_t, expert_idx, expert_weight, inter, partials,
+                     rows_per_tile):
+        if partials.dtype != torch.int64:
+            return super().gate_up_down(x, norm_weight, eps, gate_w, up_w, down_t, expert_idx, expert_weight, inter,
+                                        partials, rows_per_tile)
+        exact = torch.zeros_like(partials)
+        super().gate_up_down(x, norm_weight, eps, gate_w, up_w, down_t, expert_idx, expert_weight, inter, exact,
+                             rows_per_tile)
+        partials += exact // 2 ** 24 * 2 ** 24
+
+
+class KeepsTheFixedPointSum(TorchTaskKernels):
+    def sum_fixed_point(self, acc, into, rows_per_tile):
+        into += from_fixed_point(acc)
+
+
 class SumsAllButTheLastRow(TorchTaskKernels):
     def sum_partials(self, partials, into, rows_per_tile):
         super().sum_partials(partials[:-1], into, rows_per_tile)
@@ -314,6 +341,8 @@ class DropsTheResidual(TorchTaskKernels):
     (SlicesTheWrongDownRows, "EXPERT_GATE_UP_DOWN"),
     (ForgetsTheRouteWeight, "EXPERT_GATE_UP_DOWN"),
     (SumsAllButTheLastRow, "SUM_PARTIALS"),
+    (FixedPointSliceTruncates, "EXPERT_GATE_UP_DOWN"),
+    (KeepsTheFixedPointSum, "SUM_FIXED_POINT"),
 ])
 def test_harness_fails_a_planted_bug(model, kind):
     results = check_all(seed=0, device="cpu", lib=model(), shapes=SMALL, kinds=[kind])

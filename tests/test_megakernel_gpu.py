@@ -90,7 +90,8 @@ def assert_routes_differ_only_at_near_ties(ours: dict, reference_routes: dict):
 
 @pytest.mark.parametrize("layer,moe_tiles,overrides", [
     (0, "routing-free", {}), (1, "routing-free", {}), (26, "routing-free", {}), (1, "split-k", {}), (26, "split-k", {}),
-    (1, "split-k-routed", {}), (1, "split-k", {"split_k_rows": 64})])
+    (1, "split-k-routed", {}), (1, "split-k", {"split_k_rows": 64}), (1, "split-k", {"split_k_sum": "fixed-point"}),
+    (0, "split-k", {"split_k_sum": "fixed-point", "dense_split_k": True})])
 def test_one_layer_matches_the_reference(model, prompt, layer, moe_tiles, overrides):
     ours, ref = Megakernel(model, plan=plan_for(model, moe_tiles, **overrides), layers=[layer]).run_layer(prompt)
     assert torch.isfinite(ours).all()
@@ -250,6 +251,20 @@ def test_split_k_slices_through_the_stage_match_the_global_memory_path(model, pr
     assert staged.tokens == unstaged.tokens
     for a, b in zip(staged.logits, unstaged.logits):
         assert torch.equal(a, b)
+
+
+def test_the_fixed_point_sum_decodes_as_the_partial_rows_and_is_deterministic(model, prompt):
+    # Plan.split_k_sum = "fixed-point": every slice adds into its layer's int64 row in any order, the sum tiles
+    # zero it for the next step, the launch zeroes it for step 0: two decodes agree to the bit, and with the
+    # rows' fixed order up to the sum's last rounding
+    rows = Megakernel(model, plan=plan_for(model, "split-k", split_k_rows=64, dense_split_k=True)).decode(prompt, 4)
+    fixed = Megakernel(model, plan=plan_for(model, "split-k", split_k_rows=64, dense_split_k=True,
+                                            split_k_sum="fixed-point"))
+    first, second = fixed.decode(prompt, 4), fixed.decode(prompt, 4)
+    assert first.tokens == second.tokens == rows.tokens
+    for a, b, c in zip(first.logits, second.logits, rows.logits):
+        assert torch.equal(a, b)
+        assert cos(a, c) >= LOGITS_COS_MIN
 
 
 def test_routed_split_k_beside_shared_tiles_decodes_as_the_default_tiling(model, prompt):

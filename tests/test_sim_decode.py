@@ -109,6 +109,24 @@ def test_the_decode_plans_cut_matches_reference(source, workers, schedule, absor
     assert_follows_reference(result, source)
 
 
+@pytest.mark.parametrize("workers", [4, 17])
+@pytest.mark.parametrize("schedule", SCHEDULES)
+@pytest.mark.parametrize("moe_tiles", ["split-k", "split-k-routed"])
+def test_the_slices_fixed_point_sum_matches_reference(source, workers, schedule, moe_tiles):
+    """Plan.split_k_sum = "fixed-point" on the decode plan's cut: every slice adds into one int64 row per layer,
+    the sum tiles read and zero it; every step (each starting from the previous step's zero) decodes the same."""
+    model, ids, *_ = case(source)
+    plan = decode_plan(model.config, len(ids) + TOKENS, workers, max_steps=TOKENS, split_k_sum="fixed-point",
+                       moe_tiles=moe_tiles)
+    graph = build_graph(model.config, plan)
+    assert not [t for t in graph.tasks if t.kind == Kind.SUM_PARTIALS]
+    slices = [t for t in graph.tasks if t.kind in (Kind.GATE_UP_DOWN, Kind.EXPERT_GATE_UP_DOWN)]
+    assert slices and {t.args for t in slices} == {(0, 1)}
+    result = simulate(model, ids, TOKENS, plan=plan, schedule=schedule, seed=workers)
+    assert result.counts["tasks_per_kind"]["SUM_FIXED_POINT"] > 0
+    assert_follows_reference(result, source)
+
+
 @pytest.mark.parametrize("workers", [3, 17])
 @pytest.mark.parametrize("schedule", SCHEDULES)
 def test_routed_split_k_beside_shared_tiles_matches_reference(source, workers, schedule):

@@ -57,3 +57,44 @@ def test_a_sum_is_readable_only_with_every_addition(memory):
         mem.read(reader, 0, -1, h1, lo, hi)
     mem.write(adders[0], 0, -1, h1, lo, hi, torch.ones(hi - lo), accumulate=True)
     assert torch.equal(mem.read(reader, 0, -1, h1, lo, hi), torch.full((hi - lo,), 2.0))
+
+
+def test_a_fixed_point_sum_is_zeroed_by_its_reader_for_the_next_steps_adders():
+    """The accumulator starts at the host's zero; its reader zeroes it for step 1, whose adders must know
+    that reader; an adder of step 1 that ran before the zeroing added into step 0's sum."""
+    from fleet_decode.graph.format import SPLIT_K_KINDS
+    from fleet_decode.graph.plan import decode_plan
+    config = get_config("tiny")
+    g = build_graph(config, decode_plan(config, 16, 3, max_steps=4, split_k_sum="fixed-point"))
+    mem = Memory(g, torch.float32)
+    acc = g.buffer_index("L1.moe_acc")
+    slices = [i for i, t in enumerate(g.tasks) if t.layer == 1 and t.kind in SPLIT_K_KINDS]
+    reader = g.task_index("L1.sum_slices[0]")
+    lo, hi = g.tasks[reader].tile
+    d = g.buffers[acc].numel
+    assert mem.expected_adds[acc].tolist() == [len(slices)] * d
+    with pytest.raises(SimRace, match=f"has 0 of its {len(slices)} accumulations"):
+        mem.read(reader, 0, -1, acc, lo, hi)
+    for s in slices:
+        mem.write(s, 0, bit(g, s, 0), acc, 0, d, torch.full((d,), 3, dtype=torch.int64), accumulate=True)
+    knows_slices = sum(bit(g, s, 0) for s in slices) | bit(g, reader, 0)
+    assert mem.read(reader, 0, knows_slices, acc, lo, hi).tolist() == [3 * len(slices)] * (hi - lo)
+    # a slice of step 1 before the zeroing: the accumulator still holds step 0's sum
+    with pytest.raises(SimRace, match="added into L1.moe_acc.* before it was written"):
+        mem.write(slices[0], 1, bit(g, slices[0], 1), acc, 0, d, torch.ones(d, dtype=torch.int64), accumulate=True)
+    mem.write(reader, 0, knows_slices, acc, lo, hi, torch.zeros(hi - lo, dtype=torch.int64), for_next_step=True)
+    others = [i for i, t in enumerate(g.tasks) if t.layer == 1 and t.name.startswith("L1.sum_slices") and i != reader]
+    for other in others:  # the other sum tiles read their rows of step 0 and zero them too
+        o_lo, o_hi = g.tasks[other].tile
+        mem.read(other, 0, knows_slices | bit(g, other, 0), acc, o_lo, o_hi)
+        mem.write(other, 0, knows_slices | bit(g, other, 0), acc, o_lo, o_hi, torch.zeros(o_hi - o_lo, dtype=torch.int64),
+                  for_next_step=True)
+    # step 1's adder must know every zeroing reader of step 0, not just have run after it
+    blind = bit(g, slices[0], 1) | sum(bit(g, o, 0) for o in others)
+    with pytest.raises(SimRace, match=r"the starting write by L1\.sum_slices\[0\] is not ordered before it"):
+        mem.write(slices[0], 1, blind, acc, 0, d, torch.ones(d, dtype=torch.int64), accumulate=True)
+    mem.write(slices[0], 1, blind | bit(g, reader, 0), acc, 0, d, torch.ones(d, dtype=torch.int64), accumulate=True)
+    assert mem.data[acc].tolist() == [1] * d
+    # the reader may not zero its rows for step 1 twice
+    with pytest.raises(SimRace, match="twice in step 1"):
+        mem.write(reader, 0, knows_slices, acc, lo, hi, torch.zeros(hi - lo, dtype=torch.int64), for_next_step=True)

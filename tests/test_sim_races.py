@@ -148,6 +148,17 @@ DENSE_SPLIT_K_EDGES = [
     ("L0.sum_slices[1]", "L0.mlp_slices"),
     ("L1.q_proj[0]", "L0.out"),
 ]
+# the slices' fixed-point sum (Plan.split_k_sum): a sum tile reads the accumulator only after every slice
+# added into it; the next layer waits on the sum tiles. (That next step's slices add only after this step's
+# sum tiles zeroed the accumulator is test_sim_memory's: the graph orders it through the whole step chain.)
+FIXED_POINT_EDGES = [
+    ("L1.shared_slice[0]", "L1.o_proj"),
+    ("L1.expert_slice.1[0]", "L1.route_topk"),
+    ("L1.sum_slices[1]", "L1.moe_slices"),
+    ("L2.q_proj[0]", "L1.out"),
+    ("L0.sum_slices[0]", "L0.mlp_slices"),
+]
+FIXED_POINT = {"moe_tiles": "split-k", "split_k_sum": "fixed-point", "dense_split_k": True}
 # (plan overrides, task, the event it waits on) for the plan options' own tasks
 OPTION_EDGES = [({"shared_parts": 2}, *edge) for edge in SHARED_PARTS_EDGES] + \
     [({"attn_head_groups": 2}, *edge) for edge in HEAD_GROUP_EDGES] + \
@@ -156,7 +167,8 @@ OPTION_EDGES = [({"shared_parts": 2}, *edge) for edge in SHARED_PARTS_EDGES] + \
     [({"router_in_o_proj": True}, *edge) for edge in ROUTER_IN_O_PROJ_EDGES] + \
     [({"moe_tiles": "split-k-routed"}, *edge) for edge in SPLIT_K_ROUTED_EDGES] + \
     [({"append_signals_absorb": False}, *edge) for edge in APPEND_EVENT_EDGES] + \
-    [({"dense_split_k": True}, *edge) for edge in DENSE_SPLIT_K_EDGES]
+    [({"dense_split_k": True}, *edge) for edge in DENSE_SPLIT_K_EDGES] + \
+    [(FIXED_POINT, *edge) for edge in FIXED_POINT_EDGES]
 
 
 @pytest.mark.parametrize("overrides,task_name,event_name", OPTION_EDGES)

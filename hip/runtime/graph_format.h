@@ -5,7 +5,7 @@
  * as their IEEE-754 binary32 bit pattern (read them with a bitcast). */
 #pragma once
 #define FD_GRAPH_MAGIC 0x46445447
-#define FD_GRAPH_VERSION 7
+#define FD_GRAPH_VERSION 8
 #define FD_NONE (-1)
 #define FD_MAX_INPUTS 4
 #define FD_MAX_BUFFERS 6
@@ -30,6 +30,7 @@
 #define FD_GEMV_ROWS_PER_PASS 2
 #define FD_MAX_MERGE_LAT_PARTS 4
 #define FD_WUV_ROWS_PER_PASS 8
+#define FD_FIXED_POINT_BITS 32 /* the I64 accumulator's unit: 2^-bits */
 
 enum fd_kind {
     FD_KIND_EMBED = 1,
@@ -53,11 +54,13 @@ enum fd_kind {
     FD_KIND_O_PROJ_ROUTER = 19,
     FD_KIND_ROUTE_PARTS_TOPK = 20,
     FD_KIND_ATTN_MERGE_COLS = 21,
+    FD_KIND_SUM_FIXED_POINT = 22,
 };
 enum fd_dtype {
     FD_DTYPE_F32 = 0,
     FD_DTYPE_I32 = 1,
     FD_DTYPE_MODEL = 2,
+    FD_DTYPE_I64 = 3,
 };
 enum fd_persistence {
     FD_PERSIST_STEP = 0,
@@ -239,6 +242,7 @@ enum fd_weight_word {
 #define FD_GATE_UP_DOWN_WT_UP 2
 #define FD_GATE_UP_DOWN_WT_DOWN_T 3
 #define FD_GATE_UP_DOWN_ARG_ROW 0
+#define FD_GATE_UP_DOWN_ARG_FIXED_POINT 1
 #define FD_EXPERT_GATE_UP_DOWN_BUF_X 0
 #define FD_EXPERT_GATE_UP_DOWN_BUF_ROUTE_IDX 1
 #define FD_EXPERT_GATE_UP_DOWN_BUF_ROUTE_W 2
@@ -247,9 +251,12 @@ enum fd_weight_word {
 #define FD_EXPERT_GATE_UP_DOWN_WT_GATE_UP 1
 #define FD_EXPERT_GATE_UP_DOWN_WT_DOWN_T 2
 #define FD_EXPERT_GATE_UP_DOWN_ARG_ROW 0
+#define FD_EXPERT_GATE_UP_DOWN_ARG_FIXED_POINT 1
 #define FD_SUM_PARTIALS_BUF_PARTIALS 0
 #define FD_SUM_PARTIALS_BUF_H_OUT 1
 #define FD_SUM_PARTIALS_ARG_N_ROWS 0
+#define FD_SUM_FIXED_POINT_BUF_ACC 0
+#define FD_SUM_FIXED_POINT_BUF_H_OUT 1
 #define FD_O_PROJ_ROUTER_BUF_ATTN_OUT 0
 #define FD_O_PROJ_ROUTER_BUF_RESIDUAL 1
 #define FD_O_PROJ_ROUTER_BUF_H_ATTN 2
@@ -265,3 +272,4 @@ enum fd_weight_word {
 #define FD_DOWN_ACCUM_ACCUMULATES 1 /* adds into BUF h_out */
 #define FD_EXPERT_DOWN_ACCUM_ACCUMULATES 1 /* adds into BUF h_out */
 #define FD_SUM_PARTIALS_ACCUMULATES 1 /* adds into BUF h_out */
+#define FD_SUM_FIXED_POINT_ACCUMULATES 1 /* adds into BUF h_out */

@@ -49,6 +49,7 @@ namespace {
 #include "../tasks/rmsnorm_gemv.cu"
 #include "../tasks/rope_q_absorb.cu"
 #include "../tasks/router_topk.cu"
+#include "../tasks/sum_fixed_point.cu"
 #include "../tasks/sum_partials.cu"
 }  // namespace
 
@@ -422,8 +423,11 @@ __device__ __forceinline__ void fd_run_task(const fd_launch_args& a, const fd_mo
                               static_cast<size_t>(b0) * hidden;
       const float weight = routed ? F(FD_EXPERT_GATE_UP_DOWN_BUF_ROUTE_W)[slot] : 1.f;
       const int row = v.arg[routed ? FD_EXPERT_GATE_UP_DOWN_ARG_ROW : FD_GATE_UP_DOWN_ARG_ROW];
-      float* partial = F(routed ? FD_EXPERT_GATE_UP_DOWN_BUF_PARTIALS : FD_GATE_UP_DOWN_BUF_PARTIALS) +
-                       static_cast<size_t>(row) * hidden;
+      const bool fixed_point = v.arg[routed ? FD_EXPERT_GATE_UP_DOWN_ARG_FIXED_POINT : FD_GATE_UP_DOWN_ARG_FIXED_POINT];
+      // the fixed-point accumulator is one int64 row (row 0); a partial row is fp32
+      const fd_slice_out slice_out{F(routed ? FD_EXPERT_GATE_UP_DOWN_BUF_PARTIALS : FD_GATE_UP_DOWN_BUF_PARTIALS) +
+                                       static_cast<size_t>(row) * hidden,
+                                   fixed_point};
       // The slice's down rows are one contiguous range, known once the expert is: the (idle) stage takes
       // its first rows by bulk copies while the block streams the gate/up rows, the rest after them.
       struct {
@@ -443,12 +447,16 @@ __device__ __forceinline__ void fd_run_task(const fd_launch_args& a, const fd_mo
       if (down_stage.rows > 0 && threadIdx.x == 0) down_stage.issue(down_t, down_stage.rows);
       fd_task_gate_up_down(F(routed ? FD_EXPERT_GATE_UP_DOWN_BUF_X : FD_GATE_UP_DOWN_BUF_X),
                            WM(routed ? FD_EXPERT_GATE_UP_DOWN_WT_NORM : FD_GATE_UP_DOWN_WT_NORM), eps, gate, up,
-                           down_t - static_cast<size_t>(b0) * hidden, down_stage, weight, hidden, b0, b1, partial, smem);
+                           down_t - static_cast<size_t>(b0) * hidden, down_stage, weight, hidden, b0, b1, slice_out,
+                           smem);
       break;
     }
     case FD_KIND_SUM_PARTIALS:
       fd_task_sum_partials(F(FD_SUM_PARTIALS_BUF_PARTIALS), v.arg[FD_SUM_PARTIALS_ARG_N_ROWS], hidden, b0, b1, into,
                            smem);
+      break;
+    case FD_KIND_SUM_FIXED_POINT:
+      fd_task_sum_fixed_point(static_cast<long long*>(v.buf[FD_SUM_FIXED_POINT_BUF_ACC]), b0, b1, into);
       break;
     case FD_KIND_LM_HEAD:
       fd_task_lm_head(F(FD_LM_HEAD_BUF_X), WM(FD_LM_HEAD_WT_NORM), eps, WM(FD_LM_HEAD_WT_LM_HEAD), hidden, b0, b1,
@@ -505,13 +513,15 @@ __device__ void fd_sum_partials(float* rows, int n, int row_length, int r0, int 
 
 // The buffer an adding task adds into (its h_out operand).
 __device__ __forceinline__ bool fd_adds(int kind) {
-  return kind == FD_KIND_DOWN_ACCUM || kind == FD_KIND_EXPERT_DOWN_ACCUM || kind == FD_KIND_SUM_PARTIALS;
+  return kind == FD_KIND_DOWN_ACCUM || kind == FD_KIND_EXPERT_DOWN_ACCUM || kind == FD_KIND_SUM_PARTIALS ||
+         kind == FD_KIND_SUM_FIXED_POINT;
 }
 
 __device__ __forceinline__ float* fd_accumulated(const fd_task_view& v, int kind) {
   const int operand = kind == FD_KIND_DOWN_ACCUM          ? FD_DOWN_ACCUM_BUF_H_OUT
                       : kind == FD_KIND_EXPERT_DOWN_ACCUM ? FD_EXPERT_DOWN_ACCUM_BUF_H_OUT
-                                                          : FD_SUM_PARTIALS_BUF_H_OUT;
+                      : kind == FD_KIND_SUM_PARTIALS      ? FD_SUM_PARTIALS_BUF_H_OUT
+                                                          : FD_SUM_FIXED_POINT_BUF_H_OUT;
   return static_cast<float*>(v.buf[operand]);
 }
 

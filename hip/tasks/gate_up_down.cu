@@ -6,7 +6,8 @@
 // derives it on the host), so the slice's band of down columns is rows [row_begin, row_end) of
 // down_t: contiguous, streamed whole. The act never leaves shared memory, so one task streams gate,
 // up AND down rows and no down tile waits for a whole expert's gate/up: the tasks of every slot and
-// slice form ONE balanced stage. SUM_PARTIALS adds the partial rows in a fixed order.
+// slice form ONE balanced stage. SUM_PARTIALS adds the partial rows in a fixed order; or, in the
+// fixed-point form, every slice adds its partial into the layer's one int64 row (SUM_FIXED_POINT).
 // Routed (EXPERT_GATE_UP_DOWN): the caller resolves e = expert_idx[slot] into the pointers
 // (gate = gate_up + e*2I*hidden, up = gate + I*hidden, down_t = down_t + e*I*hidden) and
 // weight = route_w[slot]. Shared experts (GATE_UP_DOWN): their own matrices, weight 1.
@@ -17,6 +18,22 @@
 // 32 KB per 256-thread block; half that on 64-wide ones (as kStreamUnroll). More made the
 // megakernel spill on sm_90a; where it can, the runtime stages the slice's down rows instead.
 constexpr int kDownUnroll = 256 / kWarpSize > 0 ? 256 / kWarpSize : 1;
+
+// Where a slice's partial goes: its own fp32 row, or (fixed_point) added into the layer's int64 accumulator
+// row in units of 2^-FD_FIXED_POINT_BITS: x * 2^32 is exact in fp32, rounded to the nearest integer, and
+// integer adds give the same bits in any order, so slices may finish in any order (or be handed out at run
+// time) and the sum stays deterministic.
+struct fd_slice_out {
+  void* row;
+  bool fixed_point;
+  __device__ __forceinline__ void put(int v, const float x[kVecElems]) const {
+    if (!fixed_point) return fd_store_x8(static_cast<float*>(row), v, x);
+    unsigned long long* acc = static_cast<unsigned long long*>(row) + v * kVecElems;
+    constexpr float kOne = static_cast<float>(1ull << FD_FIXED_POINT_BITS);
+#pragma unroll
+    for (int j = 0; j < kVecElems; ++j) fd_red_add_u64(acc + j, static_cast<unsigned long long>(__float2ll_rn(x[j] * kOne)));
+  }
+};
 
 // x_norm, act, then (through the stage) the fp32 sums between chunks.
 template <class Act>
@@ -40,7 +57,7 @@ __device__ __forceinline__ void fd_down_rows(const fd_bf16* down_t, int hidden, 
 // thread its own columns), so every column adds the rows in order, as the global-memory path does.
 template <class Act, class Stage>
 __device__ __forceinline__ void fd_down_through_stage(const fd_bf16* down, const Act* act_s, int rows, int hidden,
-                                                      float weight, Stage& stage, float* sums_s, float* partial) {
+                                                      float weight, Stage& stage, float* sums_s, fd_slice_out out) {
   const int n_vec = hidden / kVecElems;
   for (int c0 = 0; c0 < rows; c0 += stage.rows) {
     const int n = min(stage.rows, rows - c0);
@@ -61,7 +78,7 @@ __device__ __forceinline__ void fd_down_through_stage(const fd_bf16* down, const
       } else {
 #pragma unroll
         for (int j = 0; j < kVecElems; ++j) acc[j] *= weight;
-        fd_store_x8(partial, v, acc);
+        out.put(v, acc);
       }
     }
     if (c0 + n < rows) {
@@ -76,7 +93,7 @@ __device__ __forceinline__ void fd_down_through_stage(const fd_bf16* down, const
 template <class Act, class Stage>
 __device__ void fd_task_gate_up_down(const Act* x, const fd_bf16* norm_weight, float eps, const fd_bf16* gate_w,
                                      const fd_bf16* up_w, const fd_bf16* down_t, Stage& stage, float weight,
-                                     int hidden, int row_begin, int row_end, float* partial, void* smem) {
+                                     int hidden, int row_begin, int row_end, fd_slice_out out, void* smem) {
   Act* xs = static_cast<Act*>(smem);
   Act* act_s = xs + hidden;
   const int rows = row_end - row_begin, n_vec = hidden / kVecElems;
@@ -87,7 +104,7 @@ __device__ void fd_task_gate_up_down(const Act* x, const fd_bf16* norm_weight, f
     __syncthreads();
     // the sums between chunks after act, 16-byte aligned
     float* sums_s = reinterpret_cast<float*>(act_s + ((rows * static_cast<int>(sizeof(Act)) + 15) / 16) * 16 / sizeof(Act));
-    return fd_down_through_stage(down, act_s, rows, hidden, weight, stage, sums_s, partial);
+    return fd_down_through_stage(down, act_s, rows, hidden, weight, stage, sums_s, out);
   }
   // The first down rows do not depend on act: in flight while the block meets at the barrier
   // (issued after the gate/up rows, whose registers are free by then).
@@ -110,7 +127,7 @@ __device__ void fd_task_gate_up_down(const Act* x, const fd_bf16* norm_weight, f
     }
 #pragma unroll
     for (int j = 0; j < kVecElems; ++j) acc[j] *= weight;
-    fd_store_x8(partial, v, acc);
+    out.put(v, acc);
   }
 }
 
@@ -123,13 +140,14 @@ struct fd_no_down_stage {
 };
 
 #ifndef FD_NO_STANDALONE
-// blockIdx.x = slice, blockIdx.y = slot; partial row (slot * slices + slice) of [n_slots * slices, hidden].
+// blockIdx.x = slice, blockIdx.y = slot; partial row (slot * slices + slice) of [n_slots * slices, hidden],
+// or (fixed_point) every slice added into one int64 row of [hidden].
 // expert_idx == nullptr: one MLP (gate_w, up_w, down_t its matrices), weight 1.
 template <class Act>
 __global__ void __launch_bounds__(kTaskThreads) fd_kernel_gate_up_down(
     const Act* x, const fd_bf16* norm_weight, float eps, const fd_bf16* gate_w, const fd_bf16* up_w,
     const fd_bf16* down_t, const int* expert_idx, const float* expert_weight, int hidden, int inter,
-    int rows_per_tile, float* partials) {
+    int rows_per_tile, void* partials, bool fixed_point) {
   extern __shared__ __align__(16) unsigned char fd_smem[];
   int r0, r1;
   fd_block_range(inter, rows_per_tile, &r0, &r1);
@@ -139,13 +157,17 @@ __global__ void __launch_bounds__(kTaskThreads) fd_kernel_gate_up_down(
   fd_no_down_stage no_stage;
   fd_task_gate_up_down(x, norm_weight, eps, gate_w + e * gate_up_stride, up_w + e * gate_up_stride,
                        down_t + e * down_stride, no_stage, expert_weight != nullptr ? expert_weight[slot] : 1.f, hidden, r0, r1,
-                       partials + (static_cast<size_t>(slot) * gridDim.x + blockIdx.x) * hidden, fd_smem);
+                       fd_slice_out{fixed_point ? partials
+                                                : static_cast<float*>(partials) +
+                                                      (static_cast<size_t>(slot) * gridDim.x + blockIdx.x) * hidden,
+                                    fixed_point},
+                       fd_smem);
 }
 
 FD_EXPORT int fd_launch_gate_up_down(const void* x, const void* norm_weight, float eps, const void* gate_w,
                                      const void* up_w, const void* down_t, const int* expert_idx,
                                      const float* expert_weight, int n_slots, int hidden, int inter, int rows_per_tile,
-                                     float* partials, int f32, void* stream) {
+                                     void* partials, int f32, int fixed_point, void* stream) {
   if (hidden % kVecElems || n_slots <= 0 || rows_per_tile <= 0) return -1;
   const dim3 grid((inter + rows_per_tile - 1) / rows_per_tile, n_slots);
   auto s = static_cast<fd_stream_t>(stream);
@@ -156,12 +178,12 @@ FD_EXPORT int fd_launch_gate_up_down(const void* x, const void* norm_weight, flo
   if (f32)
     fd_kernel_gate_up_down<float><<<grid, kTaskThreads, fd_gate_up_down_smem_bytes<float>(hidden, rows_per_tile), s>>>(
         static_cast<const float*>(x), nw, eps, g, u, d, expert_idx, expert_weight, hidden, inter, rows_per_tile,
-        partials);
+        partials, fixed_point != 0);
   else
     fd_kernel_gate_up_down<fd_bf16>
         <<<grid, kTaskThreads, fd_gate_up_down_smem_bytes<fd_bf16>(hidden, rows_per_tile), s>>>(
             static_cast<const fd_bf16*>(x), nw, eps, g, u, d, expert_idx, expert_weight, hidden, inter, rows_per_tile,
-            partials);
+            partials, fixed_point != 0);
   return static_cast<int>(fd_get_last_error());
 }
 #endif

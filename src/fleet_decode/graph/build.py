@@ -193,12 +193,12 @@ def _mlp(b: _Builder, layer, h_attn, ev_o, h_out, ev_out, router_parts=None):
         gate, up = b.weight(p + "mlp.gate_proj.weight", (inter, d)), b.weight(p + "mlp.up_proj.weight", (inter, d))
         if b.plan.dense_split_k:
             slices = split_k_tiles(inter, b.plan.stage_tiles or b.plan.workers, max_rows=inter)
-            partials = b.buffer(L + "mlp_partials", len(slices), d)
+            partials = _partials(b, L + "mlp", len(slices))
             ev_parts = b.event(L + "mlp_slices", layer)
             weights = (post_norm, gate, up, b.weight(transposed(p + "mlp.down_proj.weight"), (inter, d)))
             for i, tile in enumerate(slices):
                 b.task(Kind.GATE_UP_DOWN, f"{L}mlp_slice[{i}]", ev_parts, [(ev_o, 0)], (h_attn, partials), weights,
-                       (i,), layer=layer, tile=tile)
+                       _slice_args(b, i), layer=layer, tile=tile)
             _sum_partials(b, layer, partials, ev_parts, h_out, ev_out, tiles(d, b.plan.sum_tile_rows(d)))
             return
         down = b.weight(p + "mlp.down_proj.weight", (d, inter))
@@ -359,19 +359,20 @@ def _split_k_experts(b: _Builder, layer, h_attn, ev_o, h_out, ev_out, ev_route, 
         per_slot = [skewed_tiles(inter, len(routed_slices), n_long // K + (k < n_long % K), plan.split_k_skew)
                     for k in range(K)]
     n_rows = len(shared_slices) + sum(len(s) for s in per_slot)
-    partials = b.buffer(L + "moe_partials", n_rows, d)
+    partials = _partials(b, L + "moe", n_rows)
     ev_parts = b.event(L + "moe_slices", layer)
     norm, gate_up, down = routed_weights
     for i, tile in enumerate(shared_slices):
         _, sh_gate, sh_up, sh_down = shared_weights
         b.task(Kind.GATE_UP_DOWN, f"{L}shared_slice[{i}]", ev_parts, [(ev_o, 0)], (h_attn, partials),
-               (norm, sh_gate, sh_up, sh_down), (i,), layer=layer, tile=tile)
+               (norm, sh_gate, sh_up, sh_down), _slice_args(b, i), layer=layer, tile=tile)
     first_row = list(accumulate([len(shared_slices)] + [len(s) for s in per_slot]))
     # longest first: the list scheduler hands a stage's first tasks to the workers free first
     slices = [(k, i, tile) for k, slot in enumerate(per_slot) for i, tile in enumerate(slot)]
     for k, i, tile in sorted(slices, key=lambda s: s[2][0] - s[2][1]):  # stable: equal lengths keep slot order
         b.task(Kind.EXPERT_GATE_UP_DOWN, f"{L}expert_slice.{k}[{i}]", ev_parts, [(ev_route, 0)],
-               (h_attn, route_idx, route_w, partials), (norm, gate_up, down), (first_row[k] + i,), layer=layer,
+               (h_attn, route_idx, route_w, partials), (norm, gate_up, down), _slice_args(b, first_row[k] + i),
+               layer=layer,
                tile=tile, slot=k)
     sums = tiles(d, plan.sum_tile_rows(d))
     if before_sums:
@@ -379,12 +380,29 @@ def _split_k_experts(b: _Builder, layer, h_attn, ev_o, h_out, ev_out, ev_route, 
     _sum_partials(b, layer, partials, ev_parts, h_out, ev_out, sums)
 
 
+def _partials(b: _Builder, prefix, n_slices):
+    """Where a layer's split-K slices put their partials: a row each, or one fixed-point row they all add into."""
+    d = b.config.hidden_size
+    if b.plan.split_k_sum == "fixed-point":
+        return b.buffer(prefix + "_acc", 1, d, DType.I64)
+    return b.buffer(prefix + "_partials", n_slices, d)
+
+
+def _slice_args(b: _Builder, row):
+    """A split-K slice's (row, fixed_point): its own partial row, or the one accumulator (row 0)."""
+    return (0, 1) if b.plan.split_k_sum == "fixed-point" else (row, 0)
+
+
 def _sum_partials(b: _Builder, layer, partials, ev_parts, h_out, ev_out, sums):
-    """The split-K slices' partial rows added into h_out in a fixed order, one task per row tile of `sums`."""
-    n_rows = b.buffers[partials].rows
+    """The split-K slices' partials added into h_out, one task per row tile of `sums`: the rows in a fixed
+    order (SUM_PARTIALS), or the fixed-point accumulator's rows, zeroed for the next step (SUM_FIXED_POINT)."""
     for i, tile in enumerate(sums):
-        b.task(Kind.SUM_PARTIALS, f"L{layer}.sum_slices[{i}]", ev_out, [(ev_parts, 0)], (partials, h_out),
-               args=(n_rows,), layer=layer, tile=tile)
+        if b.plan.split_k_sum == "fixed-point":
+            b.task(Kind.SUM_FIXED_POINT, f"L{layer}.sum_slices[{i}]", ev_out, [(ev_parts, 0)], (partials, h_out),
+                   layer=layer, tile=tile)
+        else:
+            b.task(Kind.SUM_PARTIALS, f"L{layer}.sum_slices[{i}]", ev_out, [(ev_parts, 0)], (partials, h_out),
+                   args=(b.buffers[partials].rows,), layer=layer, tile=tile)
 
 
 def build_graph(config, plan: Plan, layers=None) -> Graph:

@@ -28,6 +28,7 @@ def render_c_header() -> str:
         out.append(f"#define FD_COMPILED_{name.upper()} {value}\n")
     for name, value in fmt.KERNEL_LIMITS.items():
         out.append(f"#define FD_{name} {value}\n")
+    out.append(f"#define FD_FIXED_POINT_BITS {fmt.FIXED_POINT_BITS} /* the I64 accumulator's unit: 2^-bits */\n")
     out.append("\n" + _enum("fd_kind", "FD_KIND_", [(k.name, k.value) for k in fmt.Kind]))
     out.append(_enum("fd_dtype", "FD_DTYPE_", [(k.name, k.value) for k in fmt.DType]))
     out.append(_enum("fd_persistence", "FD_PERSIST_", [(k.name, k.value) for k in fmt.Persistence]))

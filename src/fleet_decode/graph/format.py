@@ -8,11 +8,12 @@ import enum
 import struct
 
 MAGIC = 0x46445447  # "FDTG"
-VERSION = 7  # 2: the router cut into expert tiles and a ROUTE_TOPK task; 3: q-absorb by (head, column block);
+VERSION = 8  # 2: the router cut into expert tiles and a ROUTE_TOPK task; 3: q-absorb by (head, column block);
 # 4: split-K expert tiles (GATE_UP_DOWN, EXPERT_GATE_UP_DOWN) and SUM_PARTIALS; 5: ATTN_MERGE_UV's W_UV
 # rows in parts (arg v_parts, slot = the part); 6: the router's dot products in the o_proj tiles
 # (O_PROJ_ROUTER) and the top-k from their partial sums (ROUTE_PARTS_TOPK); 7: the merge cut by latent
-# columns (ATTN_MERGE_COLS), o_proj adding attn_out's parts
+# columns (ATTN_MERGE_COLS), o_proj adding attn_out's parts; 8: the split-K slices' fixed-point sum (arg
+# fixed_point, SUM_FIXED_POINT, DType.I64)
 MAX_INPUTS = 4  # input events per task record
 MAX_BUFFERS = 6  # buffer operands per task record
 MAX_WEIGHTS = 4  # weight operands per task record
@@ -56,12 +57,14 @@ class Kind(enum.IntEnum):
     O_PROJ_ROUTER = 19
     ROUTE_PARTS_TOPK = 20
     ATTN_MERGE_COLS = 21
+    SUM_FIXED_POINT = 22
 
 
 class DType(enum.IntEnum):
     F32 = 0
     I32 = 1
     MODEL = 2  # the checkpoint's dtype: bf16 on the device, whatever the model was loaded in on the simulator
+    I64 = 3  # a fixed-point accumulator: units of 2**-FIXED_POINT_BITS (SUM_FIXED_POINT)
 
 
 class Persistence(enum.IntEnum):
@@ -95,10 +98,15 @@ OPERANDS = {
     Kind.ROUTE_TOPK: (("logits", "route_idx", "route_w"), (), ()),
     # A slice of intermediate rows [tile) of one MLP: its gate/up rows, then the same rows of the
     # transposed down matrix, written (times the route weight) as row `row` of `partials`;
-    # SUM_PARTIALS adds the rows.
-    Kind.GATE_UP_DOWN: (("x", "partials"), ("norm", "gate", "up", "down_t"), ("row",)),
-    Kind.EXPERT_GATE_UP_DOWN: (("x", "route_idx", "route_w", "partials"), ("norm", "gate_up", "down_t"), ("row",)),
+    # SUM_PARTIALS adds the rows. fixed_point 1: `partials` is the layer's one I64 accumulator row and the
+    # slice adds its partial into it in fixed point (integer adds: any order gives the same bits); row 0.
+    Kind.GATE_UP_DOWN: (("x", "partials"), ("norm", "gate", "up", "down_t"), ("row", "fixed_point")),
+    Kind.EXPERT_GATE_UP_DOWN: (("x", "route_idx", "route_w", "partials"), ("norm", "gate_up", "down_t"),
+                               ("row", "fixed_point")),
     Kind.SUM_PARTIALS: (("partials", "h_out"), (), ("n_rows",)),
+    # Rows [tile) of the fixed-point accumulator `acc` added into h_out, and zeroed: the start of next
+    # step's sum (its slices follow this task through the step's chain).
+    Kind.SUM_FIXED_POINT: (("acc", "h_out"), (), ()),
     # O_PROJ_RESIDUAL, and for the tile's rows r the router's partial sums: row `slot` of router_parts
     # holds sum_r router[e][r] * norm[r] * h_attn[r] for each expert e, then sum_r h_attn[r]^2.
     Kind.O_PROJ_ROUTER: (("attn_out", "residual", "h_attn", "h_out", "router_parts"), ("o_proj", "norm", "router"),
@@ -109,7 +117,18 @@ OPERANDS = {
 
 # Kinds that add into a buffer instead of overwriting it: (kind -> operand name). The region they add
 # into must have been initialised (plainly written) earlier in the same step.
-ACCUMULATES = {Kind.DOWN_ACCUM: "h_out", Kind.EXPERT_DOWN_ACCUM: "h_out", Kind.SUM_PARTIALS: "h_out"}
+ACCUMULATES = {Kind.DOWN_ACCUM: "h_out", Kind.EXPERT_DOWN_ACCUM: "h_out", Kind.SUM_PARTIALS: "h_out",
+               Kind.SUM_FIXED_POINT: "h_out"}
+
+# The fixed-point accumulator's unit is 2**-FIXED_POINT_BITS: a slice's partial x adds round(x * 2**32)
+# as an int64, so |x| < 2**31 and the sum's absolute error is at most n_slices * 2**-33.
+FIXED_POINT_BITS = 32
+SPLIT_K_KINDS = (Kind.GATE_UP_DOWN, Kind.EXPERT_GATE_UP_DOWN)
+
+
+def fixed_point_adds(task) -> str | None:
+    """The operand a task adds into in fixed point (a split-K slice with fixed_point set), else None."""
+    return "partials" if task.kind in SPLIT_K_KINDS and task.args[1] else None
 
 
 def _fields(*names):

@@ -11,7 +11,7 @@ import numpy as np
 from fleet_decode.graph.format import (
     BUFFER, BUFFER_WORDS, EVENT, EVENT_WORDS, HEADER, HEADER_WORDS, MAGIC, MAX_ARGS, MAX_BUFFERS,
     MAX_INPUTS, MAX_WEIGHTS, NONE, OPERANDS, TASK, TASK_WORDS, VERSION, WEIGHT, WEIGHT_WORDS, DType, Kind,
-    Persistence, bits_f32, f32_bits,
+    SPLIT_K_KINDS, Persistence, bits_f32, f32_bits, fixed_point_adds,
 )
 
 
@@ -230,6 +230,22 @@ def _records(array, words, declared, what):
     return array
 
 
+def _check_partials_dtype(t: Task, buffers: list[Buffer]):
+    """A split-K slice's partials are F32 rows, or with fixed_point the layer's one I64 accumulator row,
+    which SUM_FIXED_POINT reads: the device reads them as the kind says, whatever the record claims."""
+    if t.kind in SPLIT_K_KINDS:
+        _check(t.args[1] in (0, 1), f"task {t.name}: fixed_point must be 0 or 1, got {t.args[1]}")
+    operand = fixed_point_adds(t) or ("acc" if t.kind == Kind.SUM_FIXED_POINT else None)
+    if operand is None and t.kind not in SPLIT_K_KINDS:
+        return
+    buf = buffers[t.buffers[OPERANDS[t.kind][0].index(operand or "partials")]]
+    want = DType.I64 if operand else DType.F32
+    _check(buf.dtype == want, f"task {t.name}: its {operand or 'partials'} buffer {buf.name} is {buf.dtype.name}, "
+                              f"{'a fixed-point sum' if operand else 'partial rows'} must be {want.name}")
+    if operand:
+        _check(buf.rows == 1, f"task {t.name}: the fixed-point accumulator {buf.name} must be one row, has {buf.rows}")
+
+
 def decode_graph(enc: EncodedGraph) -> Graph:
     """Checks every rule of docs/task-graph.md and rebuilds the Graph; raises GraphFormatError naming what is wrong."""
     h = np.asarray(enc.header)
@@ -323,6 +339,8 @@ def decode_graph(enc: EncodedGraph) -> Graph:
         _check(0 <= begin <= end, f"{what}: tile [{begin}, {end}) is not a range")
         out_tasks.append(Task(kind, names["tasks"][i], int(r[TASK["LAYER"]]), (begin, end), int(r[TASK["SLOT"]]),
                               out_event, inputs, operands["BUF"], operands["WT"], operands["ARG"], int(r[TASK["COST"]])))
+    for t in out_tasks:
+        _check_partials_dtype(t, out_buffers)
     for i, e in enumerate(out_events):
         _check(e.triggers == signals[i],
                f"event {i} ({e.name}) declares {e.triggers} triggers per step but {signals[i]} tasks signal it")

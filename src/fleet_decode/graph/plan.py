@@ -23,6 +23,13 @@ ASSIGNMENTS = ("round-robin", "balanced")
 #                  routing), their down tiles cut as the sum's tiles, so that the two add into each row
 #                  range as two adders.
 MOE_TILINGS = ("routing-free", "shared-first", "shared-first-all", "split-k", "split-k-routed")
+# How the split-K slices' partials become the layer's output (graph.build._sum):
+#   rows         each slice writes its own partial row; SUM_PARTIALS tiles add the rows in row order.
+#   fixed-point  each slice adds its partial, rounded to 2**-32, into ONE int64 row with integer atomics
+#                (any order, the same bits); SUM_FIXED_POINT tiles add that row into h_out and zero it.
+#                Slices need no row each, and the sum reads one row instead of one per slice: what lets
+#                rows be handed out at run time (docs/next/README.md item 11) and the sum stage shrink.
+SPLIT_K_SUMS = ("rows", "fixed-point")
 
 
 @dataclass(frozen=True)
@@ -91,6 +98,7 @@ class Plan:
     # Rows of the layer's output a split-K sum tile adds (0: one tile a worker, as any GEMV stage). Longer
     # sum tiles leave more workers free to reach the next layer's q/kv tiles before the output fires.
     sum_rows: int = 0
+    split_k_sum: str = "rows"  # one of SPLIT_K_SUMS
     # The dense layers' MLP (first_k_dense_replace) as split-K slices too (GATE_UP_DOWN over its
     # intermediate rows, one a worker, then SUM_PARTIALS), instead of a gate/up stage and a down stage:
     # no down tile waits for the last gate/up tile.
@@ -105,6 +113,8 @@ class Plan:
             raise ValueError(f"assign must be one of {ASSIGNMENTS}, got {self.assign!r}")
         if self.moe_tiles not in MOE_TILINGS:
             raise ValueError(f"moe_tiles must be one of {MOE_TILINGS}, got {self.moe_tiles!r}")
+        if self.split_k_sum not in SPLIT_K_SUMS:
+            raise ValueError(f"split_k_sum must be one of {SPLIT_K_SUMS}, got {self.split_k_sum!r}")
         for name in ("workers", "row_align", "heads_per_tile", "absorb_parts", "attn_chunk", "attn_head_groups",
                      "max_positions",
                      "max_steps", "split_k_rows", "shared_parts", "down_split", "merge_v_parts", "merge_lat_parts",

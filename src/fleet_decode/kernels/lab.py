@@ -220,6 +220,8 @@ def speed_variants(n_prompt: int, n_tokens: int) -> dict[str, Variant]:
         "tails moe split-k-routed": Variant({"moe_tiles": "split-k-routed"}, Tuning(tail_kinds=TAIL_KINDS)),
         "moe split-k shared 44": Variant({"moe_tiles": "split-k", "split_k_shared_tiles": 44}),
         "moe split-k shared 22": Variant({"moe_tiles": "split-k", "split_k_shared_tiles": 22}),
+        # the slices add into one int64 row per layer; the sum tiles read one row (docs/megakernel.md part 26)
+        "fixed-point sum": Variant({"split_k_sum": "fixed-point"}),
         "moe shared-first": Variant({"moe_tiles": "shared-first"}),
         "moe shared-first-all": Variant({"moe_tiles": "shared-first-all"}),
         "shared_parts=2": Variant({"shared_parts": 2}),

@@ -34,8 +34,9 @@ SIGNATURES = {
     "down_accum": [P, L, P, P, I, P, I, I, I, P, I],
     "lm_head": [P, P, F, P, I, I, I, P, P, P, I],
     "argmax": [P, P, I, P, P, I],
-    "gate_up_down": [P, P, F, P, P, P, P, P, I, I, I, I, P, I],
+    "gate_up_down": [P, P, F, P, P, P, P, P, I, I, I, I, P, I, I],
     "sum_partials": [P, I, I, I, P],
+    "sum_fixed_point": [P, I, I, P],
 }
 ACTIVATION_DTYPES = (torch.bfloat16, torch.float32)
 
@@ -167,18 +168,25 @@ class TaskKernels:
 
     def gate_up_down(self, x, norm_weight, eps, gate_w, up_w, down_t, expert_idx, expert_weight, inter, partials,
                      rows_per_tile):
-        """partials [n_slots * slices, hidden] (fp32): slice i of slot k in row k * slices + i. down_t is
-        the down matrix transposed ([inter, hidden], or [E, inter, hidden] with expert_idx); with
+        """partials [n_slots * slices, hidden] (fp32): slice i of slot k in row k * slices + i; or an int64
+        [hidden] accumulator every slice adds into in fixed point (Plan.split_k_sum "fixed-point"). down_t
+        is the down matrix transposed ([inter, hidden], or [E, inter, hidden] with expert_idx); with
         expert_idx, gate_w/up_w are views of experts.gate_up_proj (expert e at e * 2 * inter * hidden)."""
         n_slots = 1 if expert_idx is None else expert_idx.shape[0]
+        fixed_point = partials.dtype == torch.int64
         self._launch("gate_up_down", act(x), ptr(norm_weight, torch.bfloat16), eps, gate_w.data_ptr(), up_w.data_ptr(),
                      ptr(down_t, torch.bfloat16), ptr(expert_idx, torch.int32), ptr(expert_weight, torch.float32),
-                     n_slots, x.shape[0], inter, rows_per_tile, ptr(partials, torch.float32), is_f32(x))
+                     n_slots, x.shape[0], inter, rows_per_tile,
+                     ptr(partials, torch.int64 if fixed_point else torch.float32), is_f32(x), int(fixed_point))
 
     def sum_partials(self, partials, into, rows_per_tile):
         """into[r] += sum over the rows of partials [n, len(into)], in row order per thread subset."""
         self._launch("sum_partials", ptr(partials, torch.float32), partials.shape[0], partials.shape[1], rows_per_tile,
                      ptr(into, torch.float32))
+
+    def sum_fixed_point(self, acc, into, rows_per_tile):
+        """into[r] += acc[r] * 2**-32 (acc int64, as long as into), then acc[r] = 0."""
+        self._launch("sum_fixed_point", ptr(acc, torch.int64), acc.shape[0], rows_per_tile, ptr(into, torch.float32))
 
     def lm_head(self, x, norm_weight, eps, W, logits, part_value, part_index, rows_per_tile):
         self._launch("lm_head", act(x), ptr(norm_weight, torch.bfloat16), eps, ptr(W, torch.bfloat16), W.shape[1],

@@ -280,8 +280,11 @@ class Megakernel:
         self.encoded = self.graph.encode()
         self.names = self.encoded.names
         self.blob = torch.from_numpy(self.encoded.blob()).to(self.device)
-        dtypes = {DType.F32: torch.float32, DType.I32: torch.int32, DType.MODEL: torch.bfloat16}
+        dtypes = {DType.F32: torch.float32, DType.I32: torch.int32, DType.I64: torch.int64, DType.MODEL: torch.bfloat16}
         self.buffers = [torch.zeros(b.numel, dtype=dtypes[b.dtype], device=self.device) for b in self.graph.buffers]
+        # step 0's start of each fixed-point sum (its readers zero it for the steps after): zeroed per launch,
+        # so that a launch stopped mid-step (a watchdog) leaves the next one nothing
+        self.accumulators = [t for t, b in zip(self.buffers, self.graph.buffers) if b.dtype == DType.I64]
         self.weights = self._weights(dtypes)
         self.buffer_ptrs = torch.tensor([t.data_ptr() for t in self.buffers], dtype=torch.int64, device=self.device)
         self.weight_ptrs = torch.tensor([t.data_ptr() for t in self.weights] or [0], dtype=torch.int64,
@@ -389,7 +392,8 @@ class Megakernel:
                                   or trace.numel() < n_steps * len(self.graph.tasks) * TRACE_WORDS):
             raise MegakernelError(f"the trace must be a contiguous int64 tensor on {self.device} of at least "
                                   f"{n_steps} x {len(self.graph.tasks)} x {TRACE_WORDS} elements")
-        for t in (self.counters, self.arrivals, self.partials, self.error, self.step_ticks, self.stopped_at):
+        for t in (self.counters, self.arrivals, self.partials, self.error, self.step_ticks, self.stopped_at,
+                  *self.accumulators):
             t.zero_()
         self.published.fill_(-1)
         stops = torch.tensor(list(stop_ids) or [0], dtype=torch.int32, device=self.device)

@@ -17,7 +17,9 @@ import torch
 import torch.nn.functional as F
 from transformers.models.deepseek_v2.modeling_deepseek_v2 import apply_rotary_emb
 
+from fleet_decode.fixed_point import from_fixed_point
 from fleet_decode.graph.build import build_graph
+from fleet_decode.graph.plan import SPLIT_K_SUMS
 from fleet_decode.graph.format import Kind
 from fleet_decode.sim.decode import make_simulator, sim_plan
 from fleet_decode.sim.kinds import RUN, TaskContext
@@ -346,34 +348,42 @@ def _expert_down_accum(t):
 
 def _slice_partial(k, t):
     """A split-K slice's partial row: HF's expert MLP on an input whose other intermediate rows are
-    cut off (act outside the slice zeroed through the down matrix's columns)."""
+    cut off (act outside the slice zeroed through the down matrix's columns). In the fixed-point form
+    the accumulator (the host's zero plus this one slice) read back."""
+    if k.task.args[1]:
+        return from_fixed_point(k.out("partials"))
     return k.out("partials").view(-1, t.c.hidden)[k.task.args[0]]
+
+
+def _split_k_forms(t, kind, name, inputs, want):
+    """A slice's check in both sums' forms (its own partial row; added into the fixed-point accumulator)."""
+    errors = []
+    for split_k_sum in SPLIT_K_SUMS:
+        k = t.plan_case(kind, name, moe_tiles="split-k", split_k_sum=split_k_sum)
+        for operand, value in inputs.items():
+            k.put(operand, value)
+        k.run()
+        errors.append(_error(_slice_partial(k, t), want(*k.task.tile)))
+    return _worst(*errors)
 
 
 @checks_on_simulator(Kind.GATE_UP_DOWN)
 def _gate_up_down(t):
-    k = t.split_k_case(Kind.GATE_UP_DOWN, t.moe_layer + "shared_slice[1]")
     x = t.rand(t.c.hidden)
-    k.put("x", x)
-    k.run()
-    r0, r1 = k.task.tile
     mlp, xn = t.moe.mlp.shared_experts, t.moe.post_attention_layernorm(x)
-    act = (mlp.act_fn(mlp.gate_proj(xn)) * mlp.up_proj(xn))[r0:r1]
-    return _error(_slice_partial(k, t), F.linear(act, mlp.down_proj.weight[:, r0:r1]))
+    act = mlp.act_fn(mlp.gate_proj(xn)) * mlp.up_proj(xn)
+    return _split_k_forms(t, Kind.GATE_UP_DOWN, t.moe_layer + "shared_slice[1]", {"x": x},
+                          lambda r0, r1: F.linear(act[r0:r1], mlp.down_proj.weight[:, r0:r1]))
 
 
 @checks_on_simulator(Kind.EXPERT_GATE_UP_DOWN)
 def _expert_gate_up_down(t):
     chosen, route_w = t.routed
-    k = t.split_k_case(Kind.EXPERT_GATE_UP_DOWN, t.moe_layer + "expert_slice.1[1]")
-    x = t.rand(t.c.hidden)
-    for name, value in (("x", x), ("route_idx", chosen.to(torch.int32)), ("route_w", route_w)):
-        k.put(name, value)
-    k.run()
-    r0, r1 = k.task.tile
-    e = int(chosen[1])
-    act = _hf_routed_act(t, x, e)[r0:r1]
-    return _error(_slice_partial(k, t), route_w[1] * F.linear(act, t.moe.mlp.experts.down_proj[e][:, r0:r1]))
+    x, e = t.rand(t.c.hidden), int(chosen[1])
+    act = _hf_routed_act(t, x, e)
+    return _split_k_forms(t, Kind.EXPERT_GATE_UP_DOWN, t.moe_layer + "expert_slice.1[1]",
+                          {"x": x, "route_idx": chosen.to(torch.int32), "route_w": route_w},
+                          lambda r0, r1: route_w[1] * F.linear(act[r0:r1], t.moe.mlp.experts.down_proj[e][:, r0:r1]))
 
 
 @checks_on_simulator(Kind.SUM_PARTIALS)
@@ -386,6 +396,20 @@ def _sum_partials(t):
     k.run()
     r0, r1 = k.task.tile
     return _error(k.out("h_out")[r0:r1], (start + partials.double().sum(0))[r0:r1])
+
+
+@checks_on_simulator(Kind.SUM_FIXED_POINT)
+def _sum_fixed_point(t):
+    """The accumulator's rows (any int64 sum of slices' units) added into h_out, and zeroed."""
+    k = t.plan_case(Kind.SUM_FIXED_POINT, t.moe_layer + "sum_slices[1]", moe_tiles="split-k",
+                    split_k_sum="fixed-point")
+    acc, start = (t.rand(t.c.hidden) * 2.0 ** 33).to(torch.int64), t.rand(t.c.hidden)
+    k.put("acc", acc)
+    k.put("h_out", start)
+    k.run()
+    r0, r1 = k.task.tile
+    zeroed = _error(k.out("acc")[r0:r1], torch.zeros(r1 - r0))
+    return _worst(_error(k.out("h_out")[r0:r1], (start.double() + acc.double() / 2.0 ** 32)[r0:r1]), zeroed)
 
 
 @checks_on_simulator(Kind.LM_HEAD)

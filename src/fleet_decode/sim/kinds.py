@@ -9,6 +9,7 @@ differences from the reference decode step.
 import torch
 import torch.nn.functional as F
 
+from fleet_decode.fixed_point import from_fixed_point, to_fixed_point
 from fleet_decode.graph.format import Kind, OPERANDS
 from fleet_decode.model.reference import linear, rms_norm, rope, route
 from fleet_decode.sampling import sample
@@ -43,6 +44,11 @@ class TaskContext:
     def add(self, operand, lo, values):
         self.sim.memory.write(self.index, self.step, self.knowledge, self._buf[operand], lo, lo + values.numel(), values,
                               accumulate=True)
+
+    def write_for_next_step(self, operand, lo, values):
+        """The value next step's adders start from (a fixed-point accumulator's zero)."""
+        self.sim.memory.write(self.index, self.step, self.knowledge, self._buf[operand], lo, lo + values.numel(), values,
+                              for_next_step=True)
 
     def weight(self, operand) -> torch.Tensor:
         return self.sim.weights[self._wt[operand]]
@@ -240,8 +246,12 @@ def expert_down_accum(ctx):
 
 def _down_slice(ctx, gate, up, down_t_rows, weight=1.0):
     """A split-K slice: this slice's act, then the same rows of the transposed down matrix, as a
-    partial row of the MLP's output."""
-    ctx.write("partials", ctx.arg(0) * ctx.c.hidden, weight * linear(_swiglu(ctx, gate, up), down_t_rows.T))
+    partial row of the MLP's output, or added in fixed point into the layer's accumulator."""
+    partial = weight * linear(_swiglu(ctx, gate, up), down_t_rows.T)
+    if ctx.arg(1):
+        ctx.add("partials", 0, to_fixed_point(partial))
+    else:
+        ctx.write("partials", ctx.arg(0) * ctx.c.hidden, partial)
 
 
 @simulates(Kind.GATE_UP_DOWN)
@@ -265,6 +275,14 @@ def sum_partials(ctx):
     r0, r1 = ctx.task.tile
     rows = ctx.read("partials").float().view(ctx.arg(0), ctx.c.hidden)
     ctx.add("h_out", r0, rows[:, r0:r1].sum(0))
+
+
+@simulates(Kind.SUM_FIXED_POINT)
+def sum_fixed_point(ctx):
+    """The accumulator's rows (every slice must be done) added into h_out, then zeroed for next step's slices."""
+    r0, r1 = ctx.task.tile
+    ctx.add("h_out", r0, from_fixed_point(ctx.read("acc", r0, r1)))
+    ctx.write_for_next_step("acc", r0, torch.zeros(r1 - r0, dtype=torch.int64))
 
 
 @simulates(Kind.LM_HEAD)

@@ -5,6 +5,11 @@ produce: a task may read an element only if it was written this step (or ever, f
 every task that wrote or added to it is known to the reader through the events it waited on. So a
 missing dependency is reported even by a schedule that ran the writer first by luck. Writes to STEP
 buffers also check that last step's readers are known (no write-after-read race across steps).
+
+A fixed-point accumulator (DType.I64, SUM_FIXED_POINT) is zeroed by its reader for the NEXT step: a
+write of step s + 1's starting value by a task of step s (`for_next_step`). Its adders of step s + 1
+must know that task, as any adder must know the plain write that starts its sum; the host zeroes
+every accumulator before the launch (step 0's start).
 """
 
 from dataclasses import dataclass
@@ -12,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from fleet_decode.graph.format import ACCUMULATES, OPERANDS, DType, Persistence
+from fleet_decode.graph.format import ACCUMULATES, OPERANDS, DType, Persistence, fixed_point_adds
 
 NEVER = -(2 ** 31)  # written_step of an element nobody wrote
 HOST = -1  # written_step of an element the host wrote before the launch
@@ -29,12 +34,17 @@ class Access:
     step: int
     task: int  # task index, or -1 for the host
     accumulate: bool = False
+    ran: int | None = None  # the step the task ran at, where it wrote the next step's start (else `step`)
+
+    @property
+    def ran_step(self) -> int:
+        return self.step if self.ran is None else self.ran
 
 
 class Memory:
     def __init__(self, graph, model_dtype):
         self.graph = graph
-        dtypes = {DType.F32: torch.float32, DType.I32: torch.int32, DType.MODEL: model_dtype}
+        dtypes = {DType.F32: torch.float32, DType.I32: torch.int32, DType.I64: torch.int64, DType.MODEL: model_dtype}
         self.data = [torch.zeros(b.numel, dtype=dtypes[b.dtype]) for b in graph.buffers]
         self.written_step = [np.full(b.numel, NEVER, dtype=np.int64) for b in graph.buffers]
         self.added = [np.zeros(b.numel, dtype=np.int32) for b in graph.buffers]
@@ -46,7 +56,12 @@ class Memory:
             if t.kind in ACCUMULATES:
                 buf = t.buffers[OPERANDS[t.kind][0].index(ACCUMULATES[t.kind])]
                 self.expected_adds[buf][t.tile[0]:t.tile[1]] += 1
+            if fixed_point_adds(t):  # a split-K slice adds into the whole accumulator row
+                self.expected_adds[t.buffers[OPERANDS[t.kind][0].index(fixed_point_adds(t))]] += 1
         self.n_tasks = len(graph.tasks)
+        for buf, b in enumerate(graph.buffers):
+            if b.dtype == DType.I64:
+                self.host_zero_accumulator(buf)
 
     # ------------------------------------------------------------------ host side
     def host_write(self, buf: int, lo: int, values: torch.Tensor):
@@ -59,12 +74,19 @@ class Memory:
         self.added[buf][lo:hi] = self.expected_adds[buf][lo:hi]  # the host writes final values
         self.writes[buf].append(Access(lo, hi, step, -1))
 
+    def host_zero_accumulator(self, buf: int):
+        """Before the launch: a fixed-point accumulator's start for step 0, which its adders then add into."""
+        self.data[buf].zero_()
+        self.written_step[buf][:] = 0
+        self.added[buf][:] = 0
+        self.writes[buf].append(Access(0, self.graph.buffers[buf].numel, 0, -1))
+
     # ------------------------------------------------------------------ task side
     def _name(self, task):
         return self.graph.tasks[task].name if task >= 0 else "the host"
 
     def _known(self, access: Access, knowledge: int) -> bool:
-        return access.task < 0 or bool(knowledge >> (access.step * self.n_tasks + access.task) & 1)
+        return access.task < 0 or bool(knowledge >> (access.ran_step * self.n_tasks + access.task) & 1)
 
     def _region(self, buf, lo, hi):
         b = self.graph.buffers[buf]
@@ -101,9 +123,13 @@ class Memory:
             self.reads[buf].append(Access(lo, hi, step, task))
         return self.data[buf][lo:hi]
 
-    def write(self, task, step, knowledge, buf, lo, hi, values, accumulate=False):
+    def write(self, task, step, knowledge, buf, lo, hi, values, accumulate=False, for_next_step=False):
         b, name = self.graph.buffers[buf], self.graph.tasks[task].name
         region = self._region(buf, lo, hi)
+        ran = None
+        if for_next_step:  # the value that step + 1's adders start from (a fixed-point accumulator's zero)
+            assert b.persistence == Persistence.STEP and not accumulate
+            ran, step = step, step + 1
         written = self.written_step[buf][lo:hi]
         if accumulate:
             if (written != step).any():
@@ -128,7 +154,7 @@ class Memory:
             self.data[buf][lo:hi] = values.reshape(-1).to(self.data[buf].dtype)
             self.written_step[buf][lo:hi] = step
             self.added[buf][lo:hi] = 0
-        self.writes[buf].append(Access(lo, hi, step, task, accumulate))
+        self.writes[buf].append(Access(lo, hi, step, task, accumulate, ran))
 
     def forget_before(self, step):
         """Drop access records older than the previous step: later steps can only conflict with those."""

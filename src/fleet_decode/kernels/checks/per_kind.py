@@ -10,7 +10,8 @@ import math
 import torch
 
 from fleet_decode.graph.derived import w_uk_parts, w_uv_parts
-from fleet_decode.graph.format import Kind
+from fleet_decode.fixed_point import from_fixed_point, to_fixed_point
+from fleet_decode.graph.format import FIXED_POINT_BITS, Kind
 from fleet_decode.kernels.checks.harness import (ABSORB_PARTS, BF16_TOL, F32_TOL, ROUTER_TILE_ROWS, Grid,
                                                  Inputs, Result, Shapes, measure, poisoned, result, row_name, sync,
                                                  time_launches, tol_for, unwritten)
@@ -399,12 +400,19 @@ def _split_k(k, s, rnd, kind, inter, rows, n_experts, dtype) -> Result:
     weight = rnd.uniform(slots, low=0.02, high=0.3) if routed else None
     gate, up = (gate_up[:, :inter], gate_up[:, inter:]) if routed else (gate_up[:inter], gate_up[inter:])
     partials = poisoned(slots * slices, s.hidden, dtype=F32, device=rnd.device)
+    acc = torch.zeros(s.hidden, dtype=torch.int64, device=rnd.device)  # the fixed-point form: one row for all
 
-    def launch():
-        k.gate_up_down(x, w, s.eps, gate, up, down_t, idx, weight, inter, partials, rows)
+    def launch(into=partials):
+        k.gate_up_down(x, w, s.eps, gate, up, down_t, idx, weight, inter, into, rows)
 
     launch()
+    launch(acc)
     sync(rnd.device)
+    fixed = acc.clone()
+    acc.zero_()
+    launch(acc)  # integer adds: the same bits whichever slice adds first
+    sync(rnd.device)
+    identical = torch.equal(acc, fixed)
     xn = rms_norm_ref(x, w, s.eps)
     want = []
     for slot, e in enumerate(idx.tolist() if routed else [None]):
@@ -413,12 +421,14 @@ def _split_k(k, s, rnd, kind, inter, rows, n_experts, dtype) -> Result:
         scale = float(weight[slot]) if routed else 1.0
         want += [scale * (dn_t[r0:r0 + rows].double().T @ act_ref[r0:r0 + rows]) for r0 in range(0, inter, rows)]
     written = not unwritten(partials)
-    errs = measure([(partials, torch.stack(want))])
+    want = torch.stack(want)
+    errs = measure([(partials, want), (from_fixed_point(fixed), want.sum(0))])
     us = time_launches([launch] * 8, rnd.device)
     nbytes = slots * 3 * inter * s.hidden * 2
     return result(row_name(kind, dtype), errs, tol_for(dtype, 1e-2),
                   f"{slots} slot(s) x [3x{inter},{s.hidden}] in slices of {rows} rows", us, nbytes, written,
-                  note="expert ids read on device" if routed else "")
+                  extra_ok=identical, note=("expert ids read on device; " if routed else "") +
+                  f"also added in fixed point, twice bit-identical: {identical}")
 
 
 @checks_on_device(Kind.GATE_UP_DOWN)
@@ -450,6 +460,24 @@ def check_sum_partials(k, s, rnd, grid, dtype=F32) -> Result:
     return result(row_name(Kind.SUM_PARTIALS, dtype), errs, F32_TOL, f"[{n},{s.hidden}] rows of {rows}", us,
                   n * s.hidden * 4, bool(torch.isfinite(into).all()), extra_ok=identical,
                   note=f"two launches bit-identical: {identical}")
+
+
+@checks_on_device(Kind.SUM_FIXED_POINT)
+def check_sum_fixed_point(k, s, rnd, grid, dtype=F32) -> Result:
+    """A layer's fixed-point accumulator (as 220 slices' partials might sum to) added into a started sum, and
+    zeroed for the next step."""
+    acc = to_fixed_point(rnd.randn(s.hidden, std=15.0, dtype=F32))
+    start = rnd.randn(s.hidden, dtype=F32)
+    held, into = acc.clone(), start.clone()
+    rows = 16
+    k.sum_fixed_point(held, into, rows)
+    sync(rnd.device)
+    errs = measure([(into, start.double() + acc.double() / 2.0 ** FIXED_POINT_BITS)])
+    zeroed = not bool(held.any())
+    us = time_launches([lambda: k.sum_fixed_point(held, into, rows)] * 8, rnd.device)
+    return result(row_name(Kind.SUM_FIXED_POINT, dtype), errs, F32_TOL, f"[{s.hidden}] int64 in rows of {rows}", us,
+                  s.hidden * 12, bool(torch.isfinite(into).all()), extra_ok=zeroed,
+                  note=f"the accumulator zeroed: {zeroed}")
 
 
 @checks_on_device(Kind.LM_HEAD, Kind.ARGMAX)
