@@ -256,15 +256,19 @@ def test_split_k_slices_through_the_stage_match_the_global_memory_path(model, pr
 def test_the_fixed_point_sum_decodes_as_the_partial_rows_and_is_deterministic(model, prompt):
     # Plan.split_k_sum = "fixed-point": every slice adds into its layer's int64 row in any order, the sum tiles
     # zero it for the next step, the launch zeroes it for step 0: two decodes agree to the bit, and with the
-    # rows' fixed order up to the sum's last rounding
-    rows = Megakernel(model, plan=plan_for(model, "split-k", split_k_rows=64, dense_split_k=True)).decode(prompt, 4)
-    fixed = Megakernel(model, plan=plan_for(model, "split-k", split_k_rows=64, dense_split_k=True,
-                                            split_k_sum="fixed-point"))
+    # rows' fixed order up to the sum's last rounding. The sum in one tile run by the last slice (a tail)
+    # converts each element the same way: the same bits again.
+    options = dict(split_k_rows=64, dense_split_k=True)
+    rows = Megakernel(model, plan=plan_for(model, "split-k", **options)).decode(prompt, 4)
+    fixed = Megakernel(model, plan=plan_for(model, "split-k", split_k_sum="fixed-point", **options))
     first, second = fixed.decode(prompt, 4), fixed.decode(prompt, 4)
-    assert first.tokens == second.tokens == rows.tokens
-    for a, b, c in zip(first.logits, second.logits, rows.logits):
-        assert torch.equal(a, b)
-        assert cos(a, c) >= LOGITS_COS_MIN
+    tail = Megakernel(model, plan=plan_for(model, "split-k", split_k_sum="fixed-point",
+                                           sum_rows=model.config.hidden_size, **options),
+                      tuning=Tuning(tail_kinds=("SUM_FIXED_POINT",))).decode(prompt, 4)
+    assert first.tokens == second.tokens == tail.tokens == rows.tokens
+    for a, b, c, d in zip(first.logits, second.logits, tail.logits, rows.logits):
+        assert torch.equal(a, b) and torch.equal(a, c)
+        assert cos(a, d) >= LOGITS_COS_MIN
 
 
 def test_routed_split_k_beside_shared_tiles_decodes_as_the_default_tiling(model, prompt):

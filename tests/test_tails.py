@@ -13,7 +13,7 @@ from fleet_decode.kernels.runtime import ADD_ORDER_WORDS, Tuning, add_order
 from fleet_decode.model import get_config
 from fleet_decode.sim import SCHEDULES, SimRace, simulate
 from fleet_decode.sim.decode import sim_plan
-from sim_cases import TOKENS, case, one_thread, second_config  # noqa: F401 (one_thread is a fixture)
+from sim_cases import PROMPT, TOKENS, case, one_thread, second_config  # noqa: F401 (one_thread is a fixture)
 from test_sim_decode import assert_follows_reference
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -101,7 +101,36 @@ def test_tails_decode_what_the_reference_decodes(source, row_align, workers, sch
     assert_follows_reference(result, source)
 
 
-@pytest.mark.parametrize("dropped", ["ROUTE_TOPK", "ARGMAX"])
+def fixed_point_plan(model, workers, **overrides):
+    """The decode plan with the slices' fixed-point sum in one tile a layer, so that it can run as a tail."""
+    return decode_plan(model.config, PROMPT + TOKENS, workers, max_steps=TOKENS, split_k_sum="fixed-point",
+                       sum_rows=model.config.hidden_size, **overrides)
+
+
+@pytest.mark.parametrize("workers", [3, 17])
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_the_fixed_point_sum_as_a_tail_decodes_what_the_reference_decodes(source, workers, schedule):
+    """SUM_FIXED_POINT run by the last split-K slice to arrive: the next step's slices still find the
+    accumulator zeroed by it (through the step's chain), with every other tail as well."""
+    model, ids, *_ = case(source)
+    plan = fixed_point_plan(model, workers)
+    graph = build_graph(model.config, plan)
+    sums = [t for t in tails(graph, TAIL_KINDS) if graph.tasks[t].kind == Kind.SUM_FIXED_POINT]
+    assert len(sums) == model.config.num_hidden_layers  # the dense layer's too
+    result = simulate(model, ids, TOKENS, plan=plan, schedule=schedule, seed=workers, tail_kinds=TAIL_KINDS)
+    assert_follows_reference(result, source)
+
+
+def test_a_stage_after_the_slices_cut_into_several_tiles_cannot_be_tails():
+    """Each slice counts itself for one tail: sum tiles of fewer rows than the layer's are refused as tails."""
+    model, *_ = case("tiny")
+    g = build_graph(model.config, decode_plan(model.config, PROMPT + TOKENS, 5, max_steps=TOKENS,
+                                              split_k_sum="fixed-point", sum_rows=16))
+    with pytest.raises(ValueError, match="already signals another tail"):
+        tails(g, ("SUM_FIXED_POINT",))
+
+
+@pytest.mark.parametrize("dropped", ["ROUTE_TOPK", "ARGMAX", "SUM_FIXED_POINT"])
 @pytest.mark.parametrize("schedule", SCHEDULES)
 def test_a_tail_run_before_all_its_signallers_is_reported_as_a_race(monkeypatch, dropped, schedule):
     """A tail ordered by only some of its signallers' arrivals reads what the others write without
@@ -119,5 +148,7 @@ def test_a_tail_run_before_all_its_signallers_is_reported_as_a_race(monkeypatch,
     monkeypatch.setattr(decode, "tails", missing_the_last_signaller)
     # rows in twos: the tiny router's 8 experts in 4 tiles (in 8s they are one, and nothing is left)
     plan = dataclasses.replace(sim_plan(3, len(ids) + TOKENS, TOKENS), row_align=2)
+    if dropped == "SUM_FIXED_POINT":
+        plan = fixed_point_plan(model, 3)
     with pytest.raises(SimRace, match="before it was written"):
         simulate(model, ids, TOKENS, plan=plan, schedule=schedule, tail_kinds=TAIL_KINDS)

@@ -18,8 +18,9 @@ import copy
 from fleet_decode.graph.format import ACCUMULATES, Kind
 
 # One small task after a stage of tiles; the runtime's tail path runs any kind, these are the ones
-# whose single input is such a stage.
-TAIL_KINDS = ("ROUTE_TOPK", "ARGMAX")
+# whose single input is such a stage. SUM_FIXED_POINT: the split-K slices' fixed-point sum in one tile
+# (Plan.sum_rows = hidden), run by the last slice to arrive.
+TAIL_KINDS = ("ROUTE_TOPK", "ARGMAX", "SUM_FIXED_POINT")
 
 
 def check_tail_kinds(kinds):
@@ -49,6 +50,10 @@ def tails(graph, kinds) -> dict[int, list[int]]:
                                 for p in producers):
             raise ValueError(f"{t.name}: its input's signallers are none, or already count themselves "
                              f"(adders or tails)")
+        taken = [p for other in out.values() for p in other if p in producers]
+        if taken:
+            raise ValueError(f"{t.name}: its signaller {graph.tasks[taken[0]].name} already signals another tail; "
+                             f"a signaller counts itself for one tail (cut the stage after it into one task)")
         out[i] = producers
     return out
 

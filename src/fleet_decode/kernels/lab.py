@@ -222,6 +222,9 @@ def speed_variants(n_prompt: int, n_tokens: int) -> dict[str, Variant]:
         "moe split-k shared 22": Variant({"moe_tiles": "split-k", "split_k_shared_tiles": 22}),
         # the slices add into one int64 row per layer; the sum tiles read one row (docs/megakernel.md part 26)
         "fixed-point sum": Variant({"split_k_sum": "fixed-point"}),
+        # and in one tile run by the last slice to arrive (graph.tails): no wait and wake-up after the window
+        "fixed-point sum tail": Variant({"split_k_sum": "fixed-point", "sum_rows": 2048},
+                                        Tuning(tail_kinds=("SUM_FIXED_POINT",))),
         "moe shared-first": Variant({"moe_tiles": "shared-first"}),
         "moe shared-first-all": Variant({"moe_tiles": "shared-first-all"}),
         "shared_parts=2": Variant({"shared_parts": 2}),

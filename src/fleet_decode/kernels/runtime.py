@@ -226,7 +226,7 @@ def _check_graph(graph, n_sm, scratch_bytes: int):
         if t.kind == Kind.DOWN_ACCUM and graph.buffers[t.buffers[0]].numel * 4 > scratch_bytes:
             raise MegakernelError(f"{t.name}: its {graph.buffers[t.buffers[0]].numel} activations do not fit the "
                                   f"runtime's {scratch_bytes} bytes of shared-memory scratch")
-        if t.kind == Kind.SUM_PARTIALS and (t.tile[0] % 4 or t.tile[1] % 4 or c.hidden % 4):
+        if t.kind in (Kind.SUM_PARTIALS, Kind.SUM_FIXED_POINT) and (t.tile[0] % 4 or t.tile[1] % 4 or c.hidden % 4):
             raise MegakernelError(f"{t.name} sums rows [{t.tile[0]}, {t.tile[1]}); the kernel reads 4 at a time: "
                                   f"both ends must be multiples of 4")
         if t.kind in (Kind.ATTN_MERGE_UV, Kind.ATTN_MERGE_COLS) and t.args[0] > max_merge:
