@@ -347,6 +347,16 @@ __device__ __forceinline__ void fd_atomic_add_f32(float* p, float v) {
 #endif
 }
 
+// A counter's fetch-add with no ordering (an EXPERT_POOL's take: it hands out an index, not data, whose
+// inputs the taker's wait already acquired), device scope.
+__device__ __forceinline__ int fd_atomic_add_relaxed(int* p, int v) {
+#if FD_CUDA
+  return atomicAdd(p, v);
+#else
+  return __hip_atomic_fetch_add(p, v, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+#endif
+}
+
 // An integer add into device memory whose old value nobody reads (the split-K slices' fixed-point sum):
 // relaxed, device scope; the adding task's release signal publishes it. Integer adds commute, so the
 // sum's bits do not depend on their order. red.global.add.u64 on CUDA: no value comes back.

@@ -61,9 +61,11 @@ def test_hip_compiles_every_kernel_and_spills_nothing_new(arch, request):
     record = request.getfixturevalue(BUILDS[arch])
     built = {name.split("<")[0] for name in record["kernels"]}
     assert STANDALONE_KERNELS | {"fd_megakernel"} <= built, built
-    assert "fd_megakernel<false>" in record["kernels"]  # the plain chunk's entry; NVIDIA builds add <true>
+    # the plain chunk's entry and its pool entry (kPool); NVIDIA builds add the tensor-core chunk's two
+    assert {"fd_megakernel<false, false>", "fd_megakernel<false, true>"} <= set(record["kernels"])
     if arch == "sm_90a":
-        assert record["kernels"]["fd_megakernel<true>"]["registers"] > 0
+        assert record["kernels"]["fd_megakernel<true, false>"]["registers"] > 0
+        assert record["kernels"]["fd_megakernel<true, true>"]["registers"] > 0
     assert "fd_kernel_rmsnorm_gemv<bf16>" in record["kernels"] and "fd_kernel_rmsnorm_gemv<float>" in record["kernels"]
     for name, info in record["kernels"].items():
         assert info["registers"] > 0, name
@@ -99,9 +101,11 @@ def test_the_library_links(record_name, request):
 @pytest.mark.parametrize("record_name", ["nvcc_build", "hipcc_build"])
 def test_the_persistent_runtime_compiles_with_every_task_kind(record_name, request):
     record = request.getfixturevalue(record_name)
-    assert "fd_megakernel<false>" in record["kernels"], sorted(record["kernels"])
+    assert "fd_megakernel<false, false>" in record["kernels"], sorted(record["kernels"])
     assert "hip/runtime/megakernel.cu" in record["sources"] and "hip/runtime/graph_format.h" in record["sources"]
-    assert record["kernels"]["fd_megakernel<false>"]["registers"] > 0
+    assert "hip/runtime/megakernel_pool.cu" in record["sources"]
+    assert record["kernels"]["fd_megakernel<false, false>"]["registers"] > 0
+    assert record["kernels"]["fd_megakernel<false, true>"]["registers"] > 0
 
 
 def test_nvcc_targets_sm90a_with_ptxas_report(nvcc_build):

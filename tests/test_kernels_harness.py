@@ -168,6 +168,21 @@ class TorchTaskKernels:
     def sum_partials(self, partials, into, rows_per_tile):
         into += partials.sum(0)
 
+    def expert_pool(self, x, norm_weight, eps, gate_up, down_t, expert_idx, expert_weight, piece_rows, n_takers,
+                    pool, acc):
+        inter = down_t.shape[1]
+        per_slot = -(-inter // piece_rows)
+        for p in range(expert_idx.numel() * per_slot):  # the takers' takes, in counter order
+            slot, r0 = divmod(p, per_slot)
+            r0 *= piece_rows
+            rows = slice(r0, min(r0 + piece_rows, inter))
+            e = int(expert_idx[slot])
+            xn = rms_norm(x, norm_weight)
+            g, u = st(gate_up[e, rows].float() @ xn, x.dtype), st(gate_up[e, inter:][rows].float() @ xn, x.dtype)
+            act = st(st(F.silu(g), x.dtype) * u, x.dtype)
+            acc += to_fixed_point(expert_weight[slot] * (down_t[e, rows].float().T @ act))
+        pool += expert_idx.numel() * per_slot + n_takers
+
     def sum_fixed_point(self, acc, into, rows_per_tile):
         into += from_fixed_point(acc)
         acc.zero_()
@@ -298,6 +313,15 @@ class FixedPointSliceTruncates(TorchTaskKernels):
         partials += exact // 2 ** 24 * 2 ** 24
 
 
+class PoolLosesTheLastPiece(TorchTaskKernels):
+    def expert_pool(self, x, norm_weight, eps, gate_up, down_t, expert_idx, expert_weight, piece_rows, n_takers,
+                    pool, acc):
+        short = down_t.clone()
+        short[:, -piece_rows:] = 0  # every slot's last piece adds nothing
+        super().expert_pool(x, norm_weight, eps, gate_up, short, expert_idx, expert_weight, piece_rows, n_takers,
+                            pool, acc)
+
+
 class KeepsTheFixedPointSum(TorchTaskKernels):
     def sum_fixed_point(self, acc, into, rows_per_tile):
         into += from_fixed_point(acc)
@@ -343,6 +367,7 @@ class DropsTheResidual(TorchTaskKernels):
     (SumsAllButTheLastRow, "SUM_PARTIALS"),
     (FixedPointSliceTruncates, "EXPERT_GATE_UP_DOWN"),
     (KeepsTheFixedPointSum, "SUM_FIXED_POINT"),
+    (PoolLosesTheLastPiece, "EXPERT_POOL"),
 ])
 def test_harness_fails_a_planted_bug(model, kind):
     results = check_all(seed=0, device="cpu", lib=model(), shapes=SMALL, kinds=[kind])

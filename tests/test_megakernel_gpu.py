@@ -91,7 +91,8 @@ def assert_routes_differ_only_at_near_ties(ours: dict, reference_routes: dict):
 @pytest.mark.parametrize("layer,moe_tiles,overrides", [
     (0, "routing-free", {}), (1, "routing-free", {}), (26, "routing-free", {}), (1, "split-k", {}), (26, "split-k", {}),
     (1, "split-k-routed", {}), (1, "split-k", {"split_k_rows": 64}), (1, "split-k", {"split_k_sum": "fixed-point"}),
-    (0, "split-k", {"split_k_sum": "fixed-point", "dense_split_k": True})])
+    (0, "split-k", {"split_k_sum": "fixed-point", "dense_split_k": True}),
+    (1, "split-k", {"split_k_sum": "fixed-point", "routed_pool_rows": 32})])
 def test_one_layer_matches_the_reference(model, prompt, layer, moe_tiles, overrides):
     ours, ref = Megakernel(model, plan=plan_for(model, moe_tiles, **overrides), layers=[layer]).run_layer(prompt)
     assert torch.isfinite(ours).all()
@@ -269,6 +270,24 @@ def test_the_fixed_point_sum_decodes_as_the_partial_rows_and_is_deterministic(mo
     for a, b, c, d in zip(first.logits, second.logits, tail.logits, rows.logits):
         assert torch.equal(a, b) and torch.equal(a, c)
         assert cos(a, d) >= LOGITS_COS_MIN
+
+
+def test_routed_rows_handed_out_at_run_time_decode_as_the_static_slices(model, prompt):
+    # Plan.routed_pool_rows on the pool entry (megakernel_pool.cu): pieces of 64 rows are the static slices'
+    # row ranges (1,408 rows a slot in 22 slices of 64), each rounded to fixed point alone, so whichever worker
+    # takes which, the accumulator and the logits are the static slices' to the bit; 16-row pieces round
+    # other partials, so only the tokens agree, and two decodes with them agree to the bit.
+    options = dict(split_k_rows=64, dense_split_k=True, split_k_sum="fixed-point")
+    static = Megakernel(model, plan=plan_for(model, "split-k", **options)).decode(prompt, 4)
+    pool = Megakernel(model, plan=plan_for(model, "split-k", routed_pool_rows=64, **options))
+    assert pool.has_pools
+    same_rows = pool.decode(prompt, 4)
+    finer = Megakernel(model, plan=plan_for(model, "split-k", routed_pool_rows=16, **options))
+    first, second = finer.decode(prompt, 4), finer.decode(prompt, 4)
+    assert same_rows.tokens == first.tokens == second.tokens == static.tokens
+    for a, b, c, d in zip(same_rows.logits, static.logits, first.logits, second.logits):
+        assert torch.equal(a, b) and torch.equal(c, d)
+        assert cos(c, b) >= LOGITS_COS_MIN
 
 
 def test_routed_split_k_beside_shared_tiles_decodes_as_the_default_tiling(model, prompt):

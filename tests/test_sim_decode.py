@@ -127,6 +127,25 @@ def test_the_slices_fixed_point_sum_matches_reference(source, workers, schedule,
     assert_follows_reference(result, source)
 
 
+@pytest.mark.parametrize("workers", [4, 17])
+@pytest.mark.parametrize("schedule", SCHEDULES)
+@pytest.mark.parametrize("piece_rows", [8, 16])
+def test_routed_rows_handed_out_at_run_time_match_reference(source, workers, schedule, piece_rows):
+    """Plan.routed_pool_rows: one EXPERT_POOL taker a worker takes pieces of every slot's rows from a counter
+    (the simulator's schedule decides who takes how many: evenly, at random, or one taker all), each adding
+    into the fixed-point accumulator; every split of the pieces decodes the same, and each step's counter
+    grows by the pieces plus one last take a taker."""
+    model, ids, *_ = case(source)
+    plan = decode_plan(model.config, len(ids) + TOKENS, workers, max_steps=TOKENS, split_k_sum="fixed-point",
+                       routed_pool_rows=piece_rows)
+    graph = build_graph(model.config, plan)
+    assert not [t for t in graph.tasks if t.kind == Kind.EXPERT_GATE_UP_DOWN]
+    takers = [t for t in graph.tasks if t.kind == Kind.EXPERT_POOL and t.layer == 1]
+    assert len(takers) == workers and {t.args for t in takers} == {(workers,)}
+    result = simulate(model, ids, TOKENS, plan=plan, schedule=schedule, seed=workers)
+    assert_follows_reference(result, source)
+
+
 @pytest.mark.parametrize("workers", [3, 17])
 @pytest.mark.parametrize("schedule", SCHEDULES)
 def test_routed_split_k_beside_shared_tiles_matches_reference(source, workers, schedule):

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from fleet_decode.graph import Plan, build_graph
+from fleet_decode.graph import Kind, Plan, build_graph
 from fleet_decode.model import get_config
 from fleet_decode.sim.memory import Memory, SimRace
 
@@ -98,3 +98,26 @@ def test_a_fixed_point_sum_is_zeroed_by_its_reader_for_the_next_steps_adders():
     # the reader may not zero its rows for step 1 twice
     with pytest.raises(SimRace, match="twice in step 1"):
         mem.write(reader, 0, knows_slices, acc, lo, hi, torch.zeros(hi - lo, dtype=torch.int64), for_next_step=True)
+
+
+def test_a_pools_takers_count_on_one_counter_and_a_take_before_the_last_step_is_done_is_a_race():
+    """Simulator.take_pieces: each taker's pieces follow the last one's, the step's last taker takes what is
+    left, and the counter grows by the pieces plus one take a taker; a taker of step 1 while a step-0 taker
+    has not run would be handed step 0's pieces on the device."""
+    from fleet_decode.graph.format import pool_pieces
+    from fleet_decode.graph.plan import decode_plan
+    from fleet_decode.sim.runtime import Simulator
+    config = get_config("tiny")
+    g = build_graph(config, decode_plan(config, 16, 3, max_steps=4, split_k_sum="fixed-point", routed_pool_rows=8))
+    takers = [i for i, t in enumerate(g.tasks) if t.kind == Kind.EXPERT_POOL and t.layer == 1]
+    _, n_pieces = pool_pieces(g.tasks[takers[0]], config.moe_intermediate_size, config.num_experts_per_tok)
+    weights = [torch.zeros(w.shape) for w in g.weights]
+    sim = Simulator(g.encode(), weights, torch.float32, 0, schedule="round-robin")
+    pool = g.buffer_index("L1.moe_pool")
+    got = [sim.take_pieces(t, 0, n_pieces) for t in takers]
+    assert [p for r in got for p in r] == list(range(n_pieces)) and len(got[0]) == -(-n_pieces // len(takers))
+    assert int(sim.memory.data[pool][0]) == n_pieces + len(takers)
+    with pytest.raises(SimRace, match="an earlier step's takers are not all done"):
+        sim.take_pieces(takers[0], 2, n_pieces)
+    later = [sim.take_pieces(t, 1, n_pieces) for t in takers]
+    assert [p for r in later for p in r] == list(range(n_pieces))

@@ -159,6 +159,13 @@ FIXED_POINT_EDGES = [
     ("L0.sum_slices[0]", "L0.mlp_slices"),
 ]
 FIXED_POINT = {"moe_tiles": "split-k", "split_k_sum": "fixed-point", "dense_split_k": True}
+# the routed rows handed out at run time (Plan.routed_pool_rows): a taker waits on the top-k, the sum on every
+# taker
+POOL_EDGES = [
+    ("L1.expert_pool[1]", "L1.route_topk"),
+    ("L1.sum_slices[0]", "L1.moe_slices"),
+]
+POOL = {**FIXED_POINT, "routed_pool_rows": 8}
 # (plan overrides, task, the event it waits on) for the plan options' own tasks
 OPTION_EDGES = [({"shared_parts": 2}, *edge) for edge in SHARED_PARTS_EDGES] + \
     [({"attn_head_groups": 2}, *edge) for edge in HEAD_GROUP_EDGES] + \
@@ -168,7 +175,8 @@ OPTION_EDGES = [({"shared_parts": 2}, *edge) for edge in SHARED_PARTS_EDGES] + \
     [({"moe_tiles": "split-k-routed"}, *edge) for edge in SPLIT_K_ROUTED_EDGES] + \
     [({"append_signals_absorb": False}, *edge) for edge in APPEND_EVENT_EDGES] + \
     [({"dense_split_k": True}, *edge) for edge in DENSE_SPLIT_K_EDGES] + \
-    [(FIXED_POINT, *edge) for edge in FIXED_POINT_EDGES]
+    [(FIXED_POINT, *edge) for edge in FIXED_POINT_EDGES] + \
+    [(POOL, *edge) for edge in POOL_EDGES]
 
 
 @pytest.mark.parametrize("overrides,task_name,event_name", OPTION_EDGES)

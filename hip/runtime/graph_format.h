@@ -5,7 +5,7 @@
  * as their IEEE-754 binary32 bit pattern (read them with a bitcast). */
 #pragma once
 #define FD_GRAPH_MAGIC 0x46445447
-#define FD_GRAPH_VERSION 8
+#define FD_GRAPH_VERSION 9
 #define FD_NONE (-1)
 #define FD_MAX_INPUTS 4
 #define FD_MAX_BUFFERS 6
@@ -55,6 +55,7 @@ enum fd_kind {
     FD_KIND_ROUTE_PARTS_TOPK = 20,
     FD_KIND_ATTN_MERGE_COLS = 21,
     FD_KIND_SUM_FIXED_POINT = 22,
+    FD_KIND_EXPERT_POOL = 23,
 };
 enum fd_dtype {
     FD_DTYPE_F32 = 0,
@@ -65,6 +66,7 @@ enum fd_dtype {
 enum fd_persistence {
     FD_PERSIST_STEP = 0,
     FD_PERSIST_LOG = 1,
+    FD_PERSIST_COUNTER = 2,
 };
 enum fd_header_word {
     FD_H_MAGIC = 0,
@@ -257,6 +259,15 @@ enum fd_weight_word {
 #define FD_SUM_PARTIALS_ARG_N_ROWS 0
 #define FD_SUM_FIXED_POINT_BUF_ACC 0
 #define FD_SUM_FIXED_POINT_BUF_H_OUT 1
+#define FD_EXPERT_POOL_BUF_X 0
+#define FD_EXPERT_POOL_BUF_ROUTE_IDX 1
+#define FD_EXPERT_POOL_BUF_ROUTE_W 2
+#define FD_EXPERT_POOL_BUF_ACC 3
+#define FD_EXPERT_POOL_BUF_POOL 4
+#define FD_EXPERT_POOL_WT_NORM 0
+#define FD_EXPERT_POOL_WT_GATE_UP 1
+#define FD_EXPERT_POOL_WT_DOWN_T 2
+#define FD_EXPERT_POOL_ARG_N_TAKERS 0
 #define FD_O_PROJ_ROUTER_BUF_ATTN_OUT 0
 #define FD_O_PROJ_ROUTER_BUF_RESIDUAL 1
 #define FD_O_PROJ_ROUTER_BUF_H_ATTN 2

@@ -278,8 +278,15 @@ struct fd_stage_state {
   bool bulk;
 };
 
-template <bool kTensorCoreChunk>
-__device__ __forceinline__ void fd_run_task(const fd_launch_args& a, const fd_model_constants& c, const fd_task_view& v, int kind,
+// EXPERT_POOL's block state: the piece taken, and whether smem holds the pool's x_norm (its earlier pieces
+// wrote it). fd_pool_normed is 0 between pools: the kernel's start zeroes it, and a pool's last take.
+__shared__ int fd_pool_piece, fd_pool_normed;
+
+// Returns true where the task is to be run again at once: a pool that took a piece (fd_run_task's
+// EXPERT_POOL), so that the next call takes the next one. kPool: this entry runs pools (the pool entries,
+// megakernel_pool.cu); the others compile none of their code, so a pool costs them nothing.
+template <bool kTensorCoreChunk, bool kPool>
+__device__ __forceinline__ bool fd_run_task(const fd_launch_args& a, const fd_model_constants& c, const fd_task_view& v, int kind,
                             int step, float* into, void* smem, int staged_slot, const char* staged_base,
                             const fd_stage_state& stage) {
   const int b0 = v.b0, b1 = v.b1, slot = v.slot;
@@ -413,17 +420,41 @@ __device__ __forceinline__ void fd_run_task(const fd_launch_args& a, const fd_mo
                          F(FD_EXPERT_DOWN_ACCUM_BUF_ACT), inter, b0, b1, into, smem);
       break;
     case FD_KIND_GATE_UP_DOWN:
-    case FD_KIND_EXPERT_GATE_UP_DOWN: {
-      const bool routed = kind == FD_KIND_EXPERT_GATE_UP_DOWN;
+    case FD_KIND_EXPERT_GATE_UP_DOWN:
+    case FD_KIND_EXPERT_POOL: {
+      // A pool (EXPERT_POOL) runs one piece of its slots' rows a call, taken at run time (fd_pool_take), as a
+      // routed slice whose tile is the piece; the runtime calls it again while it takes one (the return), so
+      // that no loop here holds registers across the slice's code. A slice is one call, its own tile. The
+      // pool's operands sit where a routed slice's do.
+      static_assert(FD_EXPERT_POOL_BUF_X == FD_EXPERT_GATE_UP_DOWN_BUF_X &&
+                        FD_EXPERT_POOL_BUF_ROUTE_IDX == FD_EXPERT_GATE_UP_DOWN_BUF_ROUTE_IDX &&
+                        FD_EXPERT_POOL_BUF_ROUTE_W == FD_EXPERT_GATE_UP_DOWN_BUF_ROUTE_W &&
+                        FD_EXPERT_POOL_BUF_ACC == FD_EXPERT_GATE_UP_DOWN_BUF_PARTIALS &&
+                        FD_EXPERT_POOL_WT_NORM == FD_EXPERT_GATE_UP_DOWN_WT_NORM &&
+                        FD_EXPERT_POOL_WT_GATE_UP == FD_EXPERT_GATE_UP_DOWN_WT_GATE_UP &&
+                        FD_EXPERT_POOL_WT_DOWN_T == FD_EXPERT_GATE_UP_DOWN_WT_DOWN_T,
+                    "a pool's operands must sit where a routed slice's do");
+      const bool pool = kPool && kind == FD_KIND_EXPERT_POOL, routed = kind != FD_KIND_GATE_UP_DOWN;
+      int k = slot, r0 = b0, r1 = b1;
+      if (pool) {
+        const int piece_rows = b1 - b0, per_slot = (inter + piece_rows - 1) / piece_rows, n_pieces = c.top_k * per_slot;
+        const int p = fd_pool_take(I(FD_EXPERT_POOL_BUF_POOL), step * (n_pieces + v.arg[FD_EXPERT_POOL_ARG_N_TAKERS]),
+                                   &fd_pool_piece);
+        if (p >= n_pieces) {
+          if (threadIdx.x == 0) fd_pool_normed = 0;  // the next pool's first piece norms its x
+          return false;
+        }
+        k = p / per_slot, r0 = p % per_slot * piece_rows, r1 = min(r0 + piece_rows, inter);
+      }
       // routed: the expert the top-k chose (gate_up holds two [inter, hidden] matrices per expert)
-      const size_t expert = routed ? static_cast<size_t>(I(FD_EXPERT_GATE_UP_DOWN_BUF_ROUTE_IDX)[slot]) * inter * hidden : 0;
+      const size_t expert = routed ? static_cast<size_t>(I(FD_EXPERT_GATE_UP_DOWN_BUF_ROUTE_IDX)[k]) * inter * hidden : 0;
       const fd_bf16* gate = routed ? WM(FD_EXPERT_GATE_UP_DOWN_WT_GATE_UP) + 2 * expert : WM(FD_GATE_UP_DOWN_WT_GATE);
       const fd_bf16* up = routed ? gate + static_cast<size_t>(inter) * hidden : WM(FD_GATE_UP_DOWN_WT_UP);
       const fd_bf16* down_t = (routed ? WM(FD_EXPERT_GATE_UP_DOWN_WT_DOWN_T) + expert : WM(FD_GATE_UP_DOWN_WT_DOWN_T)) +
-                              static_cast<size_t>(b0) * hidden;
-      const float weight = routed ? F(FD_EXPERT_GATE_UP_DOWN_BUF_ROUTE_W)[slot] : 1.f;
-      const int row = v.arg[routed ? FD_EXPERT_GATE_UP_DOWN_ARG_ROW : FD_GATE_UP_DOWN_ARG_ROW];
-      const bool fixed_point = v.arg[routed ? FD_EXPERT_GATE_UP_DOWN_ARG_FIXED_POINT : FD_GATE_UP_DOWN_ARG_FIXED_POINT];
+                              static_cast<size_t>(r0) * hidden;
+      const float weight = routed ? F(FD_EXPERT_GATE_UP_DOWN_BUF_ROUTE_W)[k] : 1.f;
+      const int row = pool ? 0 : v.arg[routed ? FD_EXPERT_GATE_UP_DOWN_ARG_ROW : FD_GATE_UP_DOWN_ARG_ROW];
+      const bool fixed_point = pool || v.arg[routed ? FD_EXPERT_GATE_UP_DOWN_ARG_FIXED_POINT : FD_GATE_UP_DOWN_ARG_FIXED_POINT];
       // the fixed-point accumulator is one int64 row (row 0); a partial row is fp32
       const fd_slice_out slice_out{F(routed ? FD_EXPERT_GATE_UP_DOWN_BUF_PARTIALS : FD_GATE_UP_DOWN_BUF_PARTIALS) +
                                        static_cast<size_t>(row) * hidden,
@@ -443,12 +474,17 @@ __device__ __forceinline__ void fd_run_task(const fd_launch_args& a, const fd_mo
         }
         int kDownRowBytes;
       } down_stage{0, reinterpret_cast<const fd_bf16*>(stage.base), &stage, hidden * static_cast<int>(sizeof(fd_bf16))};
-      if (kStaging && stage.bulk) down_stage.rows = min(b1 - b0, a.stage_bytes / down_stage.kDownRowBytes);
+      if (kStaging && stage.bulk) down_stage.rows = min(r1 - r0, a.stage_bytes / down_stage.kDownRowBytes);
       if (down_stage.rows > 0 && threadIdx.x == 0) down_stage.issue(down_t, down_stage.rows);
+      // a pool's later pieces reuse the first one's x_norm in smem (the same x)
       fd_task_gate_up_down(F(routed ? FD_EXPERT_GATE_UP_DOWN_BUF_X : FD_GATE_UP_DOWN_BUF_X),
                            WM(routed ? FD_EXPERT_GATE_UP_DOWN_WT_NORM : FD_GATE_UP_DOWN_WT_NORM), eps, gate, up,
-                           down_t - static_cast<size_t>(b0) * hidden, down_stage, weight, hidden, b0, b1, slice_out,
-                           smem);
+                           down_t - static_cast<size_t>(r0) * hidden, down_stage, weight, hidden, r0, r1, slice_out,
+                           smem, pool && fd_pool_normed);
+      if (pool) {
+        if (threadIdx.x == 0) fd_pool_normed = 1;  // every thread read it before the slice's first barrier
+        return true;
+      }
       break;
     }
     case FD_KIND_SUM_PARTIALS:
@@ -477,6 +513,7 @@ __device__ __forceinline__ void fd_run_task(const fd_launch_args& a, const fd_mo
     default:
       break;  // decode_graph rejects unknown kinds before upload
   }
+  return false;
 }
 
 // After a step's token is made (thread 0 of the ARGMAX task): publish it to the host, and mark the
@@ -528,13 +565,17 @@ __device__ __forceinline__ float* fd_accumulated(const fd_task_view& v, int kind
 // One entry per attention-chunk form (fd_task_attention_chunk), each in a translation unit of its own:
 // <false> here, <true> in megakernel_tensor_cores.cu. Both forms in one entry spilled (part 20), and both
 // entries in one unit spilled too: the helpers they share, called from two entries, were no longer inlined.
-template <bool kTensorCoreChunk>
+// The same again with kPool, for graphs with EXPERT_POOL tasks: megakernel_pool.cu, megakernel_tensor_cores_pool.cu.
+template <bool kTensorCoreChunk, bool kPool = false>
 __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_args launch,
                                                                      unsigned long long timeout_ticks) {
   // The arguments in shared memory: passed by reference to the helpers, a kernel parameter would be
   // copied to scratch per lane on AMD (the copy was 160+ bytes of the megakernel's scratch).
   __shared__ fd_launch_args a;
-  if (threadIdx.x == 0) a = launch;
+  if (threadIdx.x == 0) {
+    a = launch;
+    if constexpr (kPool) fd_pool_normed = 0;
+  }
   __syncthreads();
   extern __shared__ __align__(128) unsigned char fd_smem[];
   __shared__ __align__(8) uint64_t stage_barrier;
@@ -675,9 +716,10 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
       // written: what it needs then is read now. Everything else reads the view before that barrier.
       int* token_row = kind == FD_KIND_ARGMAX ? static_cast<int*>(view.buf[FD_ARGMAX_BUF_TOKENS]) : nullptr;
       float* into = add_group >= 0 ? a.partials + order[3] : adds ? fd_accumulated(view, kind) : nullptr;
-      fd_run_task<kTensorCoreChunk>(a, constants, view, kind, step, into, fd_smem, staged_slot,
-                  staged_slot >= 0 ? reinterpret_cast<const char*>(stage) - st[1] : nullptr,
-                  fd_stage_state{stage, &stage_barrier, &stage_parity, bulk_stage});
+      while (fd_run_task<kTensorCoreChunk, kPool>(a, constants, view, kind, step, into, fd_smem, staged_slot,
+                                           staged_slot >= 0 ? reinterpret_cast<const char*>(stage) - st[1] : nullptr,
+                                           fd_stage_state{stage, &stage_barrier, &stage_parity, bulk_stage})) {
+      }
       __syncthreads();
       if (add_group >= 0) {
         if (threadIdx.x == 0) {
@@ -731,24 +773,28 @@ FD_EXPORT int fd_megakernel_tensor_core_chunk() { return 1; }
 #else
 FD_EXPORT int fd_megakernel_tensor_core_chunk() { return 0; }
 #endif
+// The pool entries (fd_megakernel<chunk form, true>: megakernel_pool.cu, megakernel_tensor_cores_pool.cu).
+const void* fd_megakernel_pool_entry(int tensor_core_chunk);
 
-// tensor_core_chunk: 1 launches fd_megakernel<true> (the attention chunk on the tensor cores), 0 <false>. An
-// argument of its own, not a field of fd_launch_args: the entries sit at their register limit, and a field
-// more in the struct they copy to shared memory cost the plain entry 8 bytes of spills.
-FD_EXPORT int fd_megakernel_launch(const fd_launch_args* args, int tensor_core_chunk, void* stream) {
+// tensor_core_chunk: 1 launches fd_megakernel<true> (the attention chunk on the tensor cores), 0 <false>;
+// pool: 1 launches the entry of that form that runs EXPERT_POOL tasks (a graph with pools needs it; the
+// others run none). Arguments of their own, not fields of fd_launch_args: the entries sit at their register
+// limit, and a field more in the struct they copy to shared memory cost the plain entry 8 bytes of spills.
+FD_EXPORT int fd_megakernel_launch(const fd_launch_args* args, int tensor_core_chunk, int pool, void* stream) {
   if (args == nullptr) return -1;
   fd_launch_args a = *args;
   if (a.n_workers <= 0 || a.n_steps <= 0 || a.pos0 < 0 || a.partial_row <= 0 || !(a.timeout_seconds > 0) ||
       a.stage_bytes < 0 || a.stage_bytes > FD_STAGE_SMEM_BYTES || a.n_stop_ids < 0 ||
       (a.n_stop_ids > 0 && a.stop_ids == nullptr) || a.stopped_at == nullptr || a.stage == nullptr ||
       !(a.temperature >= 0.f) || (a.temperature > 0.f && a.logits == nullptr) || a.top_k < 0 || !(a.top_p > 0.f) ||
-      tensor_core_chunk < 0 || tensor_core_chunk > fd_megakernel_tensor_core_chunk())
+      tensor_core_chunk < 0 || tensor_core_chunk > fd_megakernel_tensor_core_chunk() || pool < 0 || pool > 1)
     return -1;
 #if FD_CUDA
-  const void* kernel = tensor_core_chunk ? fd_megakernel_tensor_core_entry()
+  const void* kernel = pool ? fd_megakernel_pool_entry(tensor_core_chunk)
+                       : tensor_core_chunk ? fd_megakernel_tensor_core_entry()
                                            : reinterpret_cast<const void*>(&fd_megakernel<false>);
 #else
-  const void* kernel = reinterpret_cast<const void*>(&fd_megakernel<false>);
+  const void* kernel = pool ? fd_megakernel_pool_entry(0) : reinterpret_cast<const void*>(&fd_megakernel<false>);
 #endif
   const int smem = FD_SCRATCH_SMEM_BYTES + a.stage_bytes;
   const fd_error_t attr = fd_set_max_dynamic_smem(kernel, smem);

@@ -89,15 +89,17 @@ __device__ __forceinline__ void fd_down_through_stage(const fd_bf16* down, const
 }
 
 // stage.rows > 0: the runtime is copying the slice's first stage.rows down_t rows into stage.base (the rest
-// follow through it, fd_down_through_stage); 0: the down rows stream from global memory.
+// follow through it, fd_down_through_stage); 0: the down rows stream from global memory. normed: x_norm is
+// already in smem (a pool's later pieces: the same x, and nothing since wrote the first hidden Acts).
 template <class Act, class Stage>
 __device__ void fd_task_gate_up_down(const Act* x, const fd_bf16* norm_weight, float eps, const fd_bf16* gate_w,
                                      const fd_bf16* up_w, const fd_bf16* down_t, Stage& stage, float weight,
-                                     int hidden, int row_begin, int row_end, fd_slice_out out, void* smem) {
+                                     int hidden, int row_begin, int row_end, fd_slice_out out, void* smem,
+                                     bool normed = false) {
   Act* xs = static_cast<Act*>(smem);
   Act* act_s = xs + hidden;
   const int rows = row_end - row_begin, n_vec = hidden / kVecElems;
-  fd_rmsnorm(x, norm_weight, eps, hidden, xs);
+  if (!normed) fd_rmsnorm(x, norm_weight, eps, hidden, xs);
   fd_gate_up_rows(xs, gate_w, up_w, hidden, row_begin, row_end, act_s - row_begin);
   const fd_bf16* down = down_t + static_cast<size_t>(row_begin) * hidden;
   if (stage.rows > 0) {
@@ -131,6 +133,18 @@ __device__ void fd_task_gate_up_down(const Act* x, const fd_bf16* norm_weight, f
   }
 }
 
+// EXPERT_POOL: every routed slot's rows in pieces of piece_rows, handed out at run time. A taker takes the
+// pool's next count until it passes the step's pieces (the counter is never reset: step s's counts start at
+// base = s * (pieces + takers), each taker's last take finding none left). The take is the block's: one
+// thread fetch-adds, the barrier before it frees the last piece's shared memory and stage. Returns the
+// piece, or a value >= n_pieces when none is left.
+__device__ __forceinline__ int fd_pool_take(int* pool, int base, int* piece_s) {
+  __syncthreads();
+  if (threadIdx.x == 0) *piece_s = fd_atomic_add_relaxed(pool, 1) - base;
+  __syncthreads();
+  return *piece_s;
+}
+
 // No stage: the down rows stream from global memory (the standalone launcher, and AMD).
 struct fd_no_down_stage {
   static constexpr int rows = 0;
@@ -162,6 +176,50 @@ __global__ void __launch_bounds__(kTaskThreads) fd_kernel_gate_up_down(
                                                       (static_cast<size_t>(slot) * gridDim.x + blockIdx.x) * hidden,
                                     fixed_point},
                        fd_smem);
+}
+
+// EXPERT_POOL alone: each block a taker of one pool (step 0), each piece of slot k added in fixed point into
+// acc (int64 [hidden]); pool must be zeroed.
+template <class Act>
+__global__ void __launch_bounds__(kTaskThreads) fd_kernel_expert_pool(
+    const Act* x, const fd_bf16* norm_weight, float eps, const fd_bf16* gate_up, const fd_bf16* down_t,
+    const int* expert_idx, const float* expert_weight, int n_slots, int hidden, int inter, int piece_rows,
+    int* pool, long long* acc) {
+  extern __shared__ __align__(16) unsigned char fd_smem[];
+  __shared__ int piece_s;
+  const int per_slot = (inter + piece_rows - 1) / piece_rows, n_pieces = n_slots * per_slot;
+  fd_no_down_stage no_stage;
+  for (bool normed = false;; normed = true) {
+    const int p = fd_pool_take(pool, 0, &piece_s);
+    if (p >= n_pieces) return;
+    const int slot = p / per_slot, r0 = p % per_slot * piece_rows;
+    const long long e = expert_idx[slot];
+    const fd_bf16* gate = gate_up + e * 2ll * inter * hidden;
+    fd_task_gate_up_down(x, norm_weight, eps, gate, gate + static_cast<size_t>(inter) * hidden,
+                         down_t + e * inter * hidden, no_stage, expert_weight[slot], hidden, r0,
+                         min(r0 + piece_rows, inter), fd_slice_out{acc, true}, fd_smem, normed);
+  }
+}
+
+FD_EXPORT int fd_launch_expert_pool(const void* x, const void* norm_weight, float eps, const void* gate_up,
+                                    const void* down_t, const int* expert_idx, const float* expert_weight, int n_slots,
+                                    int hidden, int inter, int piece_rows, int n_takers, int* pool, long long* acc,
+                                    int f32, void* stream) {
+  if (hidden % kVecElems || n_slots <= 0 || piece_rows <= 0 || n_takers <= 0) return -1;
+  auto s = static_cast<fd_stream_t>(stream);
+  const auto* gu = static_cast<const fd_bf16*>(gate_up);
+  const auto* d = static_cast<const fd_bf16*>(down_t);
+  const auto* nw = static_cast<const fd_bf16*>(norm_weight);
+  if (f32)
+    fd_kernel_expert_pool<float><<<n_takers, kTaskThreads, fd_gate_up_down_smem_bytes<float>(hidden, piece_rows), s>>>(
+        static_cast<const float*>(x), nw, eps, gu, d, expert_idx, expert_weight, n_slots, hidden, inter, piece_rows,
+        pool, acc);
+  else
+    fd_kernel_expert_pool<fd_bf16>
+        <<<n_takers, kTaskThreads, fd_gate_up_down_smem_bytes<fd_bf16>(hidden, piece_rows), s>>>(
+            static_cast<const fd_bf16*>(x), nw, eps, gu, d, expert_idx, expert_weight, n_slots, hidden, inter,
+            piece_rows, pool, acc);
+  return static_cast<int>(fd_get_last_error());
 }
 
 FD_EXPORT int fd_launch_gate_up_down(const void* x, const void* norm_weight, float eps, const void* gate_w,

@@ -366,14 +366,21 @@ def _split_k_experts(b: _Builder, layer, h_attn, ev_o, h_out, ev_out, ev_route, 
         _, sh_gate, sh_up, sh_down = shared_weights
         b.task(Kind.GATE_UP_DOWN, f"{L}shared_slice[{i}]", ev_parts, [(ev_o, 0)], (h_attn, partials),
                (norm, sh_gate, sh_up, sh_down), _slice_args(b, i), layer=layer, tile=tile)
+    if plan.routed_pool_rows:
+        # one taker a worker: each takes pieces of every slot's rows until the pool is empty
+        pool = b.buffer(L + "moe_pool", 1, 1, DType.I32, Persistence.COUNTER)
+        for i in range(stage):
+            b.task(Kind.EXPERT_POOL, f"{L}expert_pool[{i}]", ev_parts, [(ev_route, 0)],
+                   (h_attn, route_idx, route_w, partials, pool), (norm, gate_up, down), (stage,), layer=layer,
+                   tile=(0, plan.routed_pool_rows))
+        per_slot = []
     first_row = list(accumulate([len(shared_slices)] + [len(s) for s in per_slot]))
     # longest first: the list scheduler hands a stage's first tasks to the workers free first
     slices = [(k, i, tile) for k, slot in enumerate(per_slot) for i, tile in enumerate(slot)]
     for k, i, tile in sorted(slices, key=lambda s: s[2][0] - s[2][1]):  # stable: equal lengths keep slot order
         b.task(Kind.EXPERT_GATE_UP_DOWN, f"{L}expert_slice.{k}[{i}]", ev_parts, [(ev_route, 0)],
                (h_attn, route_idx, route_w, partials), (norm, gate_up, down), _slice_args(b, first_row[k] + i),
-               layer=layer,
-               tile=tile, slot=k)
+               layer=layer, tile=tile, slot=k)
     sums = tiles(d, plan.sum_tile_rows(d))
     if before_sums:
         before_sums(sums)

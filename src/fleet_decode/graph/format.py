@@ -8,12 +8,12 @@ import enum
 import struct
 
 MAGIC = 0x46445447  # "FDTG"
-VERSION = 8  # 2: the router cut into expert tiles and a ROUTE_TOPK task; 3: q-absorb by (head, column block);
+VERSION = 9  # 2: the router cut into expert tiles and a ROUTE_TOPK task; 3: q-absorb by (head, column block);
 # 4: split-K expert tiles (GATE_UP_DOWN, EXPERT_GATE_UP_DOWN) and SUM_PARTIALS; 5: ATTN_MERGE_UV's W_UV
 # rows in parts (arg v_parts, slot = the part); 6: the router's dot products in the o_proj tiles
 # (O_PROJ_ROUTER) and the top-k from their partial sums (ROUTE_PARTS_TOPK); 7: the merge cut by latent
 # columns (ATTN_MERGE_COLS), o_proj adding attn_out's parts; 8: the split-K slices' fixed-point sum (arg
-# fixed_point, SUM_FIXED_POINT, DType.I64)
+# fixed_point, SUM_FIXED_POINT, DType.I64); 9: routed rows handed out at run time (EXPERT_POOL, Persistence.COUNTER)
 MAX_INPUTS = 4  # input events per task record
 MAX_BUFFERS = 6  # buffer operands per task record
 MAX_WEIGHTS = 4  # weight operands per task record
@@ -58,6 +58,7 @@ class Kind(enum.IntEnum):
     ROUTE_PARTS_TOPK = 20
     ATTN_MERGE_COLS = 21
     SUM_FIXED_POINT = 22
+    EXPERT_POOL = 23
 
 
 class DType(enum.IntEnum):
@@ -70,6 +71,7 @@ class DType(enum.IntEnum):
 class Persistence(enum.IntEnum):
     STEP = 0  # rewritten by every step; a read needs this step's write
     LOG = 1  # each element written at most once per launch (cache rows, tokens, logits rows)
+    COUNTER = 2  # an atomic counter: zeroed before each launch, then only fetch-added to, never reset (EXPERT_POOL)
 
 
 # What each kind's operands mean, in record order. This table is the contract: the builder fills
@@ -107,6 +109,10 @@ OPERANDS = {
     # Rows [tile) of the fixed-point accumulator `acc` added into h_out, and zeroed: the start of next
     # step's sum (its slices follow this task through the step's chain).
     Kind.SUM_FIXED_POINT: (("acc", "h_out"), (), ()),
+    # Every routed slot's intermediate rows in pieces of (tile end - tile begin) rows, handed out at run time:
+    # n_takers tasks share the pool, each taking pieces from the I32 COUNTER `pool` until none is left, and
+    # running each as EXPERT_GATE_UP_DOWN's slice of slot p // per_slot added in fixed point into `acc`.
+    Kind.EXPERT_POOL: (("x", "route_idx", "route_w", "acc", "pool"), ("norm", "gate_up", "down_t"), ("n_takers",)),
     # O_PROJ_RESIDUAL, and for the tile's rows r the router's partial sums: row `slot` of router_parts
     # holds sum_r router[e][r] * norm[r] * h_attn[r] for each expert e, then sum_r h_attn[r]^2.
     Kind.O_PROJ_ROUTER: (("attn_out", "residual", "h_attn", "h_out", "router_parts"), ("o_proj", "norm", "router"),
@@ -127,8 +133,18 @@ SPLIT_K_KINDS = (Kind.GATE_UP_DOWN, Kind.EXPERT_GATE_UP_DOWN)
 
 
 def fixed_point_adds(task) -> str | None:
-    """The operand a task adds into in fixed point (a split-K slice with fixed_point set), else None."""
+    """The operand a task adds into in fixed point (a split-K slice with fixed_point set, a pool), else None."""
+    if task.kind == Kind.EXPERT_POOL:
+        return "acc"
     return "partials" if task.kind in SPLIT_K_KINDS and task.args[1] else None
+
+
+def pool_pieces(task, moe_inter: int, top_k: int) -> tuple[int, int]:
+    """An EXPERT_POOL's (pieces per slot, pieces in all): every slot's moe_inter rows in pieces of its tile's
+    length. The pool's counter grows by pieces + n_takers a step (each taker's last take finds none left),
+    so step s's pieces are the counts from s * (pieces + n_takers) on."""
+    per_slot = -(-moe_inter // (task.tile[1] - task.tile[0]))
+    return per_slot, top_k * per_slot
 
 
 def _fields(*names):

@@ -99,6 +99,10 @@ class Plan:
     # sum tiles leave more workers free to reach the next layer's q/kv tiles before the output fires.
     sum_rows: int = 0
     split_k_sum: str = "rows"  # one of SPLIT_K_SUMS
+    # Routed rows handed out at run time (0: static routed slices): every slot's rows in pieces of this many,
+    # which one EXPERT_POOL task a worker takes from a counter until none is left, so that no worker waits
+    # for a slow one's static slice (docs/next/README.md item 11). Needs the fixed-point sum.
+    routed_pool_rows: int = 0
     # The dense layers' MLP (first_k_dense_replace) as split-K slices too (GATE_UP_DOWN over its
     # intermediate rows, one a worker, then SUM_PARTIALS), instead of a gate/up stage and a down stage:
     # no down tile waits for the last gate/up tile.
@@ -115,6 +119,12 @@ class Plan:
             raise ValueError(f"moe_tiles must be one of {MOE_TILINGS}, got {self.moe_tiles!r}")
         if self.split_k_sum not in SPLIT_K_SUMS:
             raise ValueError(f"split_k_sum must be one of {SPLIT_K_SUMS}, got {self.split_k_sum!r}")
+        if self.routed_pool_rows < 0 or self.routed_pool_rows % self.row_align:
+            raise ValueError(f"plan.routed_pool_rows must be 0 or a positive multiple of row_align "
+                             f"{self.row_align}, got {self.routed_pool_rows}")
+        if self.routed_pool_rows and self.split_k_sum != "fixed-point":
+            raise ValueError("plan.routed_pool_rows needs split_k_sum='fixed-point': whichever worker runs a "
+                             "piece, its partial must add to the same bits")
         for name in ("workers", "row_align", "heads_per_tile", "absorb_parts", "attn_chunk", "attn_head_groups",
                      "max_positions",
                      "max_steps", "split_k_rows", "shared_parts", "down_split", "merge_v_parts", "merge_lat_parts",

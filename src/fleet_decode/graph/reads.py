@@ -76,7 +76,16 @@ def weight_reads(task, graph) -> list[WeightRead]:
         return [whole(0), WeightRead(task.weights[1], task.slot, r0, r1, cols),
                 WeightRead(task.weights[1], task.slot, inter + r0, inter + r1, cols),
                 WeightRead(task.weights[2], task.slot, r0, r1, shape[2][2])]
+    if k == Kind.EXPERT_POOL:  # every slot's rows, shared by the pool's takers (pool_share)
+        inter, cols = shape[1][1] // 2, shape[1][2]
+        return [whole(0)] + [WeightRead(task.weights[1], slot, 0, 2 * inter, cols) for slot in range(c.top_k)] + \
+            [WeightRead(task.weights[2], slot, 0, inter, shape[2][2]) for slot in range(c.top_k)]
     return []
+
+
+def pool_share(task) -> int:
+    """How many tasks share what weight_reads lists: an EXPERT_POOL's takers, else 1."""
+    return task.args[0] if task.kind == Kind.EXPERT_POOL else 1
 
 
 def cache_elements(task, graph) -> int:
@@ -88,4 +97,4 @@ def cache_elements(task, graph) -> int:
 
 
 def task_cost(task, graph) -> int:
-    return sum(r.elements for r in weight_reads(task, graph)) + cache_elements(task, graph)
+    return sum(r.elements for r in weight_reads(task, graph)) // pool_share(task) + cache_elements(task, graph)

@@ -225,6 +225,10 @@ def speed_variants(n_prompt: int, n_tokens: int) -> dict[str, Variant]:
         # and in one tile run by the last slice to arrive (graph.tails): no wait and wake-up after the window
         "fixed-point sum tail": Variant({"split_k_sum": "fixed-point", "sum_rows": 2048},
                                         Tuning(tail_kinds=("SUM_FIXED_POINT",))),
+        # the routed rows handed out at run time in pieces (EXPERT_POOL, the pool entries of the library)
+        **{f"pool {rows}": Variant({"split_k_sum": "fixed-point", "routed_pool_rows": rows}) for rows in (16, 32, 64)},
+        "pool 32 sum tail": Variant({"split_k_sum": "fixed-point", "routed_pool_rows": 32, "sum_rows": 2048},
+                                    Tuning(tail_kinds=("SUM_FIXED_POINT",))),
         "moe shared-first": Variant({"moe_tiles": "shared-first"}),
         "moe shared-first-all": Variant({"moe_tiles": "shared-first-all"}),
         "shared_parts=2": Variant({"shared_parts": 2}),

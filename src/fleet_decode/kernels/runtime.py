@@ -24,7 +24,7 @@ import torch
 
 from fleet_decode.graph import Plan, build_graph, decode_plan, default_plan
 from fleet_decode.graph.format import (ACCUMULATES, COMPILED_DIMS, KERNEL_LIMITS, MAX_ARGS, MAX_BUFFERS, MAX_WEIGHTS,
-                                       OPERANDS, TASK, DType, Kind)
+                                       OPERANDS, TASK, DType, Kind, Persistence)
 from fleet_decode.graph.plan import absorb_parts_fit
 from fleet_decode.graph.tails import check_tail_kinds, tails, without_tails
 from fleet_decode.graph.weights import weight_table
@@ -272,6 +272,8 @@ class Megakernel:
         self.lib = self._load(lib)
         self.last_chunk_form: str | None = None  # the form the last launch ran (chunk_form_for)
         # the most heads one attention chunk task carries (0: none): what Tuning.chunk_form "auto" goes by
+        # graphs with EXPERT_POOL tasks run on the library's pool entries (hip/runtime/megakernel_pool.cu)
+        self.has_pools = any(t.kind == Kind.EXPERT_POOL for t in self.graph.tasks)
         self.chunk_heads = max((t.args[1] - t.args[0] for t in self.graph.tasks if t.kind == Kind.ATTN_CHUNK),
                                default=0)
         _check_graph(self.graph, n_sm, self.lib.fd_megakernel_scratch_bytes())
@@ -282,9 +284,11 @@ class Megakernel:
         self.blob = torch.from_numpy(self.encoded.blob()).to(self.device)
         dtypes = {DType.F32: torch.float32, DType.I32: torch.int32, DType.I64: torch.int64, DType.MODEL: torch.bfloat16}
         self.buffers = [torch.zeros(b.numel, dtype=dtypes[b.dtype], device=self.device) for b in self.graph.buffers]
-        # step 0's start of each fixed-point sum (its readers zero it for the steps after): zeroed per launch,
-        # so that a launch stopped mid-step (a watchdog) leaves the next one nothing
-        self.accumulators = [t for t, b in zip(self.buffers, self.graph.buffers) if b.dtype == DType.I64]
+        # step 0's start of each fixed-point sum (its readers zero it for the steps after), and the pools'
+        # counters (step s's counts start at s * (pieces + takers)): zeroed per launch, so that a launch stopped
+        # mid-step (a watchdog) leaves the next one nothing
+        self.accumulators = [t for t, b in zip(self.buffers, self.graph.buffers)
+                             if b.dtype == DType.I64 or b.persistence == Persistence.COUNTER]
         self.weights = self._weights(dtypes)
         self.buffer_ptrs = torch.tensor([t.data_ptr() for t in self.buffers], dtype=torch.int64, device=self.device)
         self.weight_ptrs = torch.tensor([t.data_ptr() for t in self.weights] or [0], dtype=torch.int64,
@@ -334,7 +338,7 @@ class Megakernel:
     @staticmethod
     def _load(lib):
         handle = (lib or library.load()).lib
-        handle.fd_megakernel_launch.argtypes = [ctypes.POINTER(LaunchArgs), ctypes.c_int, ctypes.c_void_p]
+        handle.fd_megakernel_launch.argtypes = [ctypes.POINTER(LaunchArgs), ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
         handle.fd_megakernel_launch.restype = ctypes.c_int
         handle.fd_megakernel_ticks_per_second.restype = ctypes.c_double
         # The tables' layouts and the argument struct as compiled: a library built before a change to
@@ -420,6 +424,7 @@ class Megakernel:
         torch.cuda.synchronize(self.device)
         started = time.perf_counter()
         code = self.lib.fd_megakernel_launch(ctypes.byref(args), int(self.last_chunk_form == "tensor-cores"),
+                                             int(self.has_pools),
                                              stream.cuda_stream)
         if code != 0:
             raise MegakernelError(f"fd_megakernel_launch: {self.lib.fd_error_string(code).decode()} ({code})")

@@ -38,9 +38,9 @@ STAGED_KINDS = STAGEABLE_KINDS
 # Kinds that neither use the stage nor stream weights (hip/runtime/megakernel.cu): the "successor"
 # policy sends the next task's tile while one of them runs.
 LEAVES_STAGE_IDLE = (Kind.ATTN_CHUNK, Kind.CACHE_APPEND, Kind.ROUTE_TOPK, Kind.ROUTE_PARTS_TOPK, Kind.EMBED,
-                     Kind.ARGMAX, Kind.SUM_PARTIALS)
+                     Kind.ARGMAX, Kind.SUM_PARTIALS, Kind.SUM_FIXED_POINT)
 # Kinds whose task code fills the stage itself (the split-K slices copy their down rows there).
-USES_STAGE = (Kind.GATE_UP_DOWN, Kind.EXPERT_GATE_UP_DOWN)
+USES_STAGE = (Kind.GATE_UP_DOWN, Kind.EXPERT_GATE_UP_DOWN, Kind.EXPERT_POOL)
 # Where a tile is sent ahead of its task's reach (Tuning.stage_ahead):
 #   successor   the tile of the next entry, when that entry waits for this one's event and this one
 #               leaves the stage idle (the merge's W_UV during its chunk; part 6's lookahead)

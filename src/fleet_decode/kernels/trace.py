@@ -22,7 +22,7 @@ import numpy as np
 
 from fleet_decode.graph.format import Kind
 from fleet_decode.graph.plan import MOE_TILINGS
-from fleet_decode.graph.reads import cache_elements, weight_reads
+from fleet_decode.graph.reads import cache_elements, pool_share, weight_reads
 from fleet_decode.kernels.runtime import TRACE_WORDS
 from fleet_decode.kernels.staging import DEVICE_BYTES
 
@@ -137,13 +137,13 @@ def summarise(graph, times: np.ndarray, steps, resident: np.ndarray | None = Non
 
 
 def routed_slice_ends(graph, t: np.ndarray, fire: np.ndarray, index: dict[str, int]) -> dict | None:
-    """When a MoE layer's routed split-K slices end, from its top-k's firing (us; the first, the median and
+    """When a MoE layer's routed split-K slices (or its pool's takers) end, from its top-k's firing (us; the first, the median and
     the last of the layer's slices, each averaged over the layers and steps). The layer's sum waits for the
     last: its distance from the median is the window's tail that no worker fills (docs/megakernel.md
     part 25). None for a plan without routed slices."""
     by_layer: dict[int, list[int]] = {}
     for i, tk in enumerate(graph.tasks):
-        if tk.kind == Kind.EXPERT_GATE_UP_DOWN:
+        if tk.kind in (Kind.EXPERT_GATE_UP_DOWN, Kind.EXPERT_POOL):
             by_layer.setdefault(tk.layer, []).append(i)
     rows = []
     for layer, idx in by_layer.items():
@@ -164,7 +164,7 @@ RATE_BIN_US = 3.0
 def task_bytes(task, graph) -> int:
     """Bytes of weights (as the device keeps them) and of full cache rows the task streams."""
     weights = sum(r.elements * DEVICE_BYTES[graph.weights[r.weight].dtype] for r in weight_reads(task, graph))
-    return weights + 2 * cache_elements(task, graph)
+    return weights // pool_share(task) + 2 * cache_elements(task, graph)
 
 
 def rate_profile(graph, t: np.ndarray, fire: np.ndarray, index: dict[str, int]) -> list[dict]:

@@ -398,6 +398,25 @@ def _sum_partials(t):
     return _error(k.out("h_out")[r0:r1], (start + partials.double().sum(0))[r0:r1])
 
 
+@checks_on_simulator(Kind.EXPERT_POOL)
+def _expert_pool(t):
+    """Every taker of one layer's pool run in turn (each an even share of what is left): their pieces cover
+    each routed slot's rows once, so the accumulator holds the routed experts' whole weighted output."""
+    chosen, route_w = t.routed
+    x = t.rand(t.c.hidden)
+    k = t.plan_case(Kind.EXPERT_POOL, t.moe_layer + "expert_pool[0]", moe_tiles="split-k", split_k_sum="fixed-point",
+                    routed_pool_rows=8)
+    for name, value in (("x", x), ("route_idx", chosen.to(torch.int32)), ("route_w", route_w)):
+        k.put(name, value)
+    graph = k.sim.graph
+    for i, task in enumerate(graph.tasks):
+        if task.kind == Kind.EXPERT_POOL and task.layer == k.task.layer:
+            RUN[Kind.EXPERT_POOL](TaskContext(k.sim, i, 0, KNOW_ALL))
+    want = sum(route_w[j] * F.linear(_hf_routed_act(t, x, int(e)), t.moe.mlp.experts.down_proj[int(e)])
+               for j, e in enumerate(chosen))
+    return _error(from_fixed_point(k.out("acc")), want)
+
+
 @checks_on_simulator(Kind.SUM_FIXED_POINT)
 def _sum_fixed_point(t):
     """The accumulator's rows (any int64 sum of slices' units) added into h_out, and zeroed."""

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from fleet_decode.fixed_point import from_fixed_point, to_fixed_point
-from fleet_decode.graph.format import Kind, OPERANDS
+from fleet_decode.graph.format import Kind, OPERANDS, pool_pieces
 from fleet_decode.model.reference import linear, rms_norm, rope, route
 from fleet_decode.sampling import sample
 from fleet_decode.task_kinds import REGISTRY, missing, simulates
@@ -244,29 +244,48 @@ def expert_down_accum(ctx):
     ctx.add("h_out", r0, weight * linear(ctx.read("act"), ctx.weight("down")[expert, r0:r1]))
 
 
-def _down_slice(ctx, gate, up, down_t_rows, weight=1.0):
-    """A split-K slice: this slice's act, then the same rows of the transposed down matrix, as a
-    partial row of the MLP's output, or added in fixed point into the layer's accumulator."""
-    partial = weight * linear(_swiglu(ctx, gate, up), down_t_rows.T)
+def _partial(ctx, gate, up, down_t_rows, weight=1.0):
+    """A split-K slice's act, then the same rows of the transposed down matrix: its partial of the MLP's output."""
+    return weight * linear(_swiglu(ctx, gate, up), down_t_rows.T)
+
+
+def _put_partial(ctx, partial):
+    """A slice's partial as its own row, or added in fixed point into the layer's accumulator."""
     if ctx.arg(1):
         ctx.add("partials", 0, to_fixed_point(partial))
     else:
         ctx.write("partials", ctx.arg(0) * ctx.c.hidden, partial)
 
 
+def _routed_partial(ctx, k, r0, r1):
+    """Rows [r0, r1) of the expert the top-k put in slot k, times its route weight."""
+    inter = ctx.c.moe_inter
+    e = int(ctx.read("route_idx", k, k + 1))
+    expert = ctx.weight("gate_up")[e]
+    return _partial(ctx, expert[r0:r1], expert[inter + r0:inter + r1], ctx.weight("down_t")[e, r0:r1],
+                    ctx.read("route_w", k, k + 1).float())
+
+
 @simulates(Kind.GATE_UP_DOWN)
 def gate_up_down(ctx):
     r0, r1 = ctx.task.tile
-    _down_slice(ctx, ctx.weight("gate")[r0:r1], ctx.weight("up")[r0:r1], ctx.weight("down_t")[r0:r1])
+    _put_partial(ctx, _partial(ctx, ctx.weight("gate")[r0:r1], ctx.weight("up")[r0:r1], ctx.weight("down_t")[r0:r1]))
 
 
 @simulates(Kind.EXPERT_GATE_UP_DOWN)
 def expert_gate_up_down(ctx):
-    r0, r1, k, inter = *ctx.task.tile, ctx.task.slot, ctx.c.moe_inter
-    e = int(ctx.read("route_idx", k, k + 1))
-    expert = ctx.weight("gate_up")[e]
-    _down_slice(ctx, expert[r0:r1], expert[inter + r0:inter + r1], ctx.weight("down_t")[e, r0:r1],
-                ctx.read("route_w", k, k + 1).float())
+    _put_partial(ctx, _routed_partial(ctx, ctx.task.slot, *ctx.task.tile))
+
+
+@simulates(Kind.EXPERT_POOL)
+def expert_pool(ctx):
+    """The pieces the pool hands this taker (Simulator.take_pieces, as the device's counter would), each a
+    routed slice of slot p // per_slot added in fixed point into the layer's accumulator."""
+    per_slot, n_pieces = pool_pieces(ctx.task, ctx.c.moe_inter, ctx.c.top_k)
+    rows = ctx.task.tile[1]
+    for p in ctx.sim.take_pieces(ctx.index, ctx.step, n_pieces):
+        r0 = p % per_slot * rows
+        ctx.add("acc", 0, to_fixed_point(_routed_partial(ctx, p // per_slot, r0, min(r0 + rows, ctx.c.moe_inter))))
 
 
 @simulates(Kind.SUM_PARTIALS)

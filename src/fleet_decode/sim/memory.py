@@ -6,7 +6,8 @@ every task that wrote or added to it is known to the reader through the events i
 missing dependency is reported even by a schedule that ran the writer first by luck. Writes to STEP
 buffers also check that last step's readers are known (no write-after-read race across steps).
 
-A fixed-point accumulator (DType.I64, SUM_FIXED_POINT) is zeroed by its reader for the NEXT step: a
+COUNTER buffers (an EXPERT_POOL's counter) are atomics, outside these checks: the simulator hands out
+their pieces itself (Simulator.take_pieces). A fixed-point accumulator (DType.I64, SUM_FIXED_POINT) is zeroed by its reader for the NEXT step: a
 write of step s + 1's starting value by a task of step s (`for_next_step`). Its adders of step s + 1
 must know that task, as any adder must know the plain write that starts its sum; the host zeroes
 every accumulator before the launch (step 0's start).
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from fleet_decode.graph.format import ACCUMULATES, OPERANDS, DType, Persistence, fixed_point_adds
+from fleet_decode.graph.format import ACCUMULATES, OPERANDS, DType, Kind, Persistence, fixed_point_adds, pool_pieces
 
 NEVER = -(2 ** 31)  # written_step of an element nobody wrote
 HOST = -1  # written_step of an element the host wrote before the launch
@@ -52,12 +53,20 @@ class Memory:
         self.reads = [[] for _ in graph.buffers]
         # How many tasks add into each element per step, plus the one plain write that starts it.
         self.expected_adds = [np.zeros(b.numel, dtype=np.int32) for b in graph.buffers]
+        counted_pools = set()
         for t in graph.tasks:
             if t.kind in ACCUMULATES:
                 buf = t.buffers[OPERANDS[t.kind][0].index(ACCUMULATES[t.kind])]
                 self.expected_adds[buf][t.tile[0]:t.tile[1]] += 1
-            if fixed_point_adds(t):  # a split-K slice adds into the whole accumulator row
-                self.expected_adds[t.buffers[OPERANDS[t.kind][0].index(fixed_point_adds(t))]] += 1
+            operand = fixed_point_adds(t)
+            if operand is None:
+                continue
+            acc = t.buffers[OPERANDS[t.kind][0].index(operand)]
+            if t.kind != Kind.EXPERT_POOL:
+                self.expected_adds[acc] += 1  # a split-K slice adds into the whole accumulator row
+            elif (pool := t.buffers[OPERANDS[t.kind][0].index("pool")]) not in counted_pools:
+                counted_pools.add(pool)  # a pool adds once a piece, whichever taker runs it
+                self.expected_adds[acc] += pool_pieces(t, graph.constants.moe_inter, graph.constants.top_k)[1]
         self.n_tasks = len(graph.tasks)
         for buf, b in enumerate(graph.buffers):
             if b.dtype == DType.I64:

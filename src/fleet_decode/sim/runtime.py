@@ -12,11 +12,11 @@ megakernel does.
 
 import random
 
-from fleet_decode.graph.format import NONE
+from fleet_decode.graph.format import NONE, OPERANDS
 from fleet_decode.graph.graph import EncodedGraph, decode_graph
 from fleet_decode.graph.tails import without_tails
 from fleet_decode.sim.kinds import RUN, TaskContext
-from fleet_decode.sim.memory import Memory
+from fleet_decode.sim.memory import Memory, SimRace
 
 SCHEDULES = ("round-robin", "random", "reverse")
 
@@ -57,6 +57,37 @@ class Simulator:
         self.sampling, self.stop_ids = sampling, frozenset(stop_ids)
         self.stopped_at = None  # the step that produced a stop id
         self.stats = {"tasks_run": 0, "scheduler_picks": 0, "blocked_checks": 0}
+        self.pools: dict[tuple[int, int], tuple[int, int]] = {}  # (pool buffer, step) -> (pieces taken, takers done)
+
+    def take_pieces(self, task: int, step: int, n_pieces: int) -> range:
+        """The pieces of its pool (EXPERT_POOL) that this taker runs at this step, counted on the pool's
+        counter as the device counts them (one take a piece, then the take that finds none left). A task
+        runs whole here, so how many it takes stands for when the others take theirs: the step's last taker
+        takes what is left; the others an even share of it (round-robin), any number (random) or none
+        (reverse: one taker runs every piece). Raises SimRace if an earlier step's takers are not all done,
+        whose pieces the device would then hand out as this step's."""
+        t = self.graph.tasks[task]
+        pool = t.buffers[OPERANDS[t.kind][0].index("pool")]
+        n_takers = t.args[0]
+        counter = self.memory.data[pool]
+        taken, done = self.pools.get((pool, step), (0, 0))
+        base = step * (n_pieces + n_takers)
+        if int(counter[0]) != base + taken + done:
+            raise SimRace(f"task {t.name} took from {self.graph.buffers[pool].name} at step {step} at count "
+                          f"{int(counter[0])}, where step {step}'s takes start at {base}: an earlier step's takers "
+                          f"are not all done, no event orders them first")
+        left = n_pieces - taken
+        if done == n_takers - 1:
+            n = left
+        elif self.schedule == "round-robin":
+            n = -(-left // (n_takers - done))
+        elif self.schedule == "random":
+            n = self.rng.randint(0, left)
+        else:
+            n = 0
+        counter[0] += n + 1
+        self.pools[pool, step] = (taken + n, done + 1)
+        return range(taken, taken + n)
 
     def stop(self, step):
         self.stopped_at = step if self.stopped_at is None else min(self.stopped_at, step)

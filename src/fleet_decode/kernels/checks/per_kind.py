@@ -462,6 +462,40 @@ def check_sum_partials(k, s, rnd, grid, dtype=F32) -> Result:
                   note=f"two launches bit-identical: {identical}")
 
 
+@checks_on_device(Kind.EXPERT_POOL)
+def check_expert_pool(k, s, rnd, grid, dtype=F32) -> Result:
+    """Every slot's rows in pieces of 32, taken at run time by 5 blocks from one counter and added in fixed
+    point: the routed experts' whole weighted output against fp64, and the counter at pieces + takers (each
+    taker's last take found none left)."""
+    slots, piece_rows, takers = s.top_k, 32, 5
+    x, w = rnd.randn(s.hidden, dtype=dtype), rnd.norm_weight(s.hidden)
+    gate_up = rnd.randn(s.experts, 2 * s.moe_inter, s.hidden, std=0.02)
+    down_t = rnd.randn(s.experts, s.moe_inter, s.hidden, std=0.02)
+    idx, weight = rnd.distinct(s.experts, slots), rnd.uniform(slots, low=0.02, high=0.3)
+    pool = torch.zeros(1, dtype=torch.int32, device=rnd.device)
+    acc = torch.zeros(s.hidden, dtype=torch.int64, device=rnd.device)
+
+    def launch():
+        pool.zero_()
+        acc.zero_()
+        k.expert_pool(x, w, s.eps, gate_up, down_t, idx, weight, piece_rows, takers, pool, acc)
+
+    launch()
+    sync(rnd.device)
+    xn = rms_norm_ref(x, w, s.eps)
+    want = sum(float(weight[j]) * (down_t[e].double().T @ gate_up_ref(gate_up[e, :s.moe_inter], gate_up[e, s.moe_inter:],
+                                                                       xn, dtype))
+               for j, e in enumerate(idx.tolist()))
+    n_pieces = slots * -(-s.moe_inter // piece_rows)
+    counted = int(pool[0]) == n_pieces + takers
+    errs = measure([(from_fixed_point(acc), want)])
+    us = time_launches([launch] * 8, rnd.device)
+    return result(row_name(Kind.EXPERT_POOL, dtype), errs, tol_for(dtype, 1e-2),
+                  f"{slots} slots x [3x{s.moe_inter},{s.hidden}] in pieces of {piece_rows} rows, {takers} takers", us,
+                  slots * 3 * s.moe_inter * s.hidden * 2, bool(acc.any()), extra_ok=counted,
+                  note=f"counter at pieces + takers: {counted}")
+
+
 @checks_on_device(Kind.SUM_FIXED_POINT)
 def check_sum_fixed_point(k, s, rnd, grid, dtype=F32) -> Result:
     """A layer's fixed-point accumulator (as 220 slices' partials might sum to) added into a started sum, and
