@@ -109,11 +109,12 @@ def fixed_point_plan(model, workers, **overrides):
 
 @pytest.mark.parametrize("workers", [3, 17])
 @pytest.mark.parametrize("schedule", SCHEDULES)
-def test_the_fixed_point_sum_as_a_tail_decodes_what_the_reference_decodes(source, workers, schedule):
-    """SUM_FIXED_POINT run by the last split-K slice to arrive: the next step's slices still find the
-    accumulator zeroed by it (through the step's chain), with every other tail as well."""
+@pytest.mark.parametrize("pool_rows", [0, 8])
+def test_the_fixed_point_sum_as_a_tail_decodes_what_the_reference_decodes(source, workers, schedule, pool_rows):
+    """SUM_FIXED_POINT run by the last split-K slice (or pool taker) to arrive: the next step's slices still
+    find the accumulator zeroed by it (through the step's chain), with every other tail as well."""
     model, ids, *_ = case(source)
-    plan = fixed_point_plan(model, workers)
+    plan = fixed_point_plan(model, workers, routed_pool_rows=pool_rows)
     graph = build_graph(model.config, plan)
     sums = [t for t in tails(graph, TAIL_KINDS) if graph.tasks[t].kind == Kind.SUM_FIXED_POINT]
     assert len(sums) == model.config.num_hidden_layers  # the dense layer's too
