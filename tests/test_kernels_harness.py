@@ -169,7 +169,7 @@ class TorchTaskKernels:
         into += partials.sum(0)
 
     def expert_pool(self, x, norm_weight, eps, gate_up, down_t, expert_idx, expert_weight, piece_rows, n_takers,
-                    pool, acc):
+                    pool, acc, local_sum=True):
         inter = down_t.shape[1]
         per_slot = -(-inter // piece_rows)
         for p in range(expert_idx.numel() * per_slot):  # the takers' takes, in counter order
@@ -315,11 +315,22 @@ class FixedPointSliceTruncates(TorchTaskKernels):
 
 class PoolLosesTheLastPiece(TorchTaskKernels):
     def expert_pool(self, x, norm_weight, eps, gate_up, down_t, expert_idx, expert_weight, piece_rows, n_takers,
-                    pool, acc):
+                    pool, acc, local_sum=True):
         short = down_t.clone()
         short[:, -piece_rows:] = 0  # every slot's last piece adds nothing
         super().expert_pool(x, norm_weight, eps, gate_up, short, expert_idx, expert_weight, piece_rows, n_takers,
-                            pool, acc)
+                            pool, acc, local_sum)
+
+
+class LocalSumDropsATakersRow(TorchTaskKernels):
+    """Summed per taker first, one taker's row is never added (its flush skipped)."""
+    def expert_pool(self, x, norm_weight, eps, gate_up, down_t, expert_idx, expert_weight, piece_rows, n_takers,
+                    pool, acc, local_sum=True):
+        short = down_t.clone()
+        if local_sum:
+            short[:, :piece_rows] = 0  # the first taker's first piece, as if its row never reached acc
+        super().expert_pool(x, norm_weight, eps, gate_up, short, expert_idx, expert_weight, piece_rows, n_takers,
+                            pool, acc, local_sum)
 
 
 class KeepsTheFixedPointSum(TorchTaskKernels):
@@ -368,6 +379,7 @@ class DropsTheResidual(TorchTaskKernels):
     (FixedPointSliceTruncates, "EXPERT_GATE_UP_DOWN"),
     (KeepsTheFixedPointSum, "SUM_FIXED_POINT"),
     (PoolLosesTheLastPiece, "EXPERT_POOL"),
+    (LocalSumDropsATakersRow, "EXPERT_POOL"),
 ])
 def test_harness_fails_a_planted_bug(model, kind):
     results = check_all(seed=0, device="cpu", lib=model(), shapes=SMALL, kinds=[kind])

@@ -276,7 +276,8 @@ def test_routed_rows_handed_out_at_run_time_decode_as_the_static_slices(model, p
     # Plan.routed_pool_rows on the pool entry (megakernel_pool.cu): pieces of 64 rows are the static slices'
     # row ranges (1,408 rows a slot in 22 slices of 64), each rounded to fixed point alone, so whichever worker
     # takes which, the accumulator and the logits are the static slices' to the bit; 16-row pieces round
-    # other partials, so only the tokens agree, and two decodes with them agree to the bit.
+    # other partials, so only the tokens agree, and two decodes with them agree to the bit, as do their pieces
+    # added one by one (Plan.pool_local_sum off) instead of summed per taker first.
     options = dict(split_k_rows=64, dense_split_k=True, split_k_sum="fixed-point")
     static = Megakernel(model, plan=plan_for(model, "split-k", **options)).decode(prompt, 4)
     pool = Megakernel(model, plan=plan_for(model, "split-k", routed_pool_rows=64, **options))
@@ -284,9 +285,11 @@ def test_routed_rows_handed_out_at_run_time_decode_as_the_static_slices(model, p
     same_rows = pool.decode(prompt, 4)
     finer = Megakernel(model, plan=plan_for(model, "split-k", routed_pool_rows=16, **options))
     first, second = finer.decode(prompt, 4), finer.decode(prompt, 4)
-    assert same_rows.tokens == first.tokens == second.tokens == static.tokens
-    for a, b, c, d in zip(same_rows.logits, static.logits, first.logits, second.logits):
-        assert torch.equal(a, b) and torch.equal(c, d)
+    piecewise = Megakernel(model, plan=plan_for(model, "split-k", routed_pool_rows=16, pool_local_sum=False,
+                                                **options)).decode(prompt, 4)
+    assert same_rows.tokens == first.tokens == second.tokens == piecewise.tokens == static.tokens
+    for a, b, c, d, e in zip(same_rows.logits, static.logits, first.logits, second.logits, piecewise.logits):
+        assert torch.equal(a, b) and torch.equal(c, d) and torch.equal(c, e)
         assert cos(c, b) >= LOGITS_COS_MIN
 
 

@@ -141,7 +141,7 @@ def test_routed_rows_handed_out_at_run_time_match_reference(source, workers, sch
     graph = build_graph(model.config, plan)
     assert not [t for t in graph.tasks if t.kind == Kind.EXPERT_GATE_UP_DOWN]
     takers = [t for t in graph.tasks if t.kind == Kind.EXPERT_POOL and t.layer == 1]
-    assert len(takers) == workers and {t.args for t in takers} == {(workers,)}
+    assert len(takers) == workers and {t.args for t in takers} == {(workers, 1)}  # local_sum on by default
     result = simulate(model, ids, TOKENS, plan=plan, schedule=schedule, seed=workers)
     assert_follows_reference(result, source)
 

@@ -436,11 +436,18 @@ __device__ __forceinline__ bool fd_run_task(const fd_launch_args& a, const fd_mo
                     "a pool's operands must sit where a routed slice's do");
       const bool pool = kPool && kind == FD_KIND_EXPERT_POOL, routed = kind != FD_KIND_GATE_UP_DOWN;
       int k = slot, r0 = b0, r1 = b1;
+      bool first = true;  // a pool's first piece: it norms x (and starts the taker's local row)
+      // local_sum: the taker's own int64 row at the scratch's end, beyond the slice's (runtime._check_graph)
+      long long* local = pool && v.arg[FD_EXPERT_POOL_ARG_LOCAL_SUM]
+                             ? reinterpret_cast<long long*>(static_cast<char*>(smem) + FD_SCRATCH_SMEM_BYTES) - hidden
+                             : nullptr;
       if (pool) {
+        first = !fd_pool_normed;  // read before the take's barriers: thread 0 clears it after them
         const int piece_rows = b1 - b0, per_slot = (inter + piece_rows - 1) / piece_rows, n_pieces = c.top_k * per_slot;
         const int p = fd_pool_take(I(FD_EXPERT_POOL_BUF_POOL), step * (n_pieces + v.arg[FD_EXPERT_POOL_ARG_N_TAKERS]),
                                    &fd_pool_piece);
         if (p >= n_pieces) {
+          if (local != nullptr && !first) fd_pool_flush(local, v.buf[FD_EXPERT_POOL_BUF_ACC], hidden);
           if (threadIdx.x == 0) fd_pool_normed = 0;  // the next pool's first piece norms its x
           return false;
         }
@@ -476,11 +483,16 @@ __device__ __forceinline__ bool fd_run_task(const fd_launch_args& a, const fd_mo
       } down_stage{0, reinterpret_cast<const fd_bf16*>(stage.base), &stage, hidden * static_cast<int>(sizeof(fd_bf16))};
       if (kStaging && stage.bulk) down_stage.rows = min(r1 - r0, a.stage_bytes / down_stage.kDownRowBytes);
       if (down_stage.rows > 0 && threadIdx.x == 0) down_stage.issue(down_t, down_stage.rows);
-      // a pool's later pieces reuse the first one's x_norm in smem (the same x)
+      // a pool's later pieces reuse the first one's x_norm in smem (the same x); the pool entries put the
+      // pieces' partials through fd_pool_out, the others compile fd_slice_out alone
+      auto out = [&] {
+        if constexpr (kPool) return fd_pool_out{slice_out, local, first};
+        else return slice_out;
+      }();
       fd_task_gate_up_down(F(routed ? FD_EXPERT_GATE_UP_DOWN_BUF_X : FD_GATE_UP_DOWN_BUF_X),
                            WM(routed ? FD_EXPERT_GATE_UP_DOWN_WT_NORM : FD_GATE_UP_DOWN_WT_NORM), eps, gate, up,
-                           down_t - static_cast<size_t>(r0) * hidden, down_stage, weight, hidden, r0, r1, slice_out,
-                           smem, pool && fd_pool_normed);
+                           down_t - static_cast<size_t>(r0) * hidden, down_stage, weight, hidden, r0, r1, out,
+                           smem, pool && !first);
       if (pool) {
         if (threadIdx.x == 0) fd_pool_normed = 1;  // every thread read it before the slice's first barrier
         return true;

@@ -23,22 +23,56 @@ constexpr int kDownUnroll = 256 / kWarpSize > 0 ? 256 / kWarpSize : 1;
 // row in units of 2^-FD_FIXED_POINT_BITS: x * 2^32 is exact in fp32, rounded to the nearest integer, and
 // integer adds give the same bits in any order, so slices may finish in any order (or be handed out at run
 // time) and the sum stays deterministic.
+__device__ __forceinline__ long long fd_to_fixed_point(float x) {
+  return __float2ll_rn(x * static_cast<float>(1ull << FD_FIXED_POINT_BITS));
+}
+
 struct fd_slice_out {
   void* row;
   bool fixed_point;
   __device__ __forceinline__ void put(int v, const float x[kVecElems]) const {
     if (!fixed_point) return fd_store_x8(static_cast<float*>(row), v, x);
     unsigned long long* acc = static_cast<unsigned long long*>(row) + v * kVecElems;
-    constexpr float kOne = static_cast<float>(1ull << FD_FIXED_POINT_BITS);
 #pragma unroll
-    for (int j = 0; j < kVecElems; ++j) fd_red_add_u64(acc + j, static_cast<unsigned long long>(__float2ll_rn(x[j] * kOne)));
+    for (int j = 0; j < kVecElems; ++j) fd_red_add_u64(acc + j, static_cast<unsigned long long>(fd_to_fixed_point(x[j])));
   }
 };
+
+// A pool's piece (EXPERT_POOL, local_sum): its fixed-point partial summed into the taker's own int64 row in
+// shared memory (each thread its own columns, as the down pass hands them out: exact adds, no atomics), which
+// fd_pool_flush adds into the layer's accumulator once the pool is empty. first: the taker's first piece,
+// whose partial starts the row. local == nullptr: as fd_slice_out.
+struct fd_pool_out {
+  fd_slice_out out;
+  long long* local;
+  bool first;
+  __device__ __forceinline__ void put(int v, const float x[kVecElems]) const {
+    if (local == nullptr) return out.put(v, x);
+    long long* l = local + v * kVecElems;
+#pragma unroll
+    for (int j = 0; j < kVecElems; ++j) l[j] = (first ? 0 : l[j]) + fd_to_fixed_point(x[j]);
+  }
+};
+
+// The taker's row into the accumulator: each thread its own columns (those its puts wrote), so no barrier.
+__device__ __forceinline__ void fd_pool_flush(const long long* local, void* acc, int hidden) {
+  for (int v = threadIdx.x; v < hidden / kVecElems; v += blockDim.x)
+#pragma unroll
+    for (int j = 0; j < kVecElems; ++j)
+      fd_red_add_u64(static_cast<unsigned long long*>(acc) + v * kVecElems + j,
+                     static_cast<unsigned long long>(local[v * kVecElems + j]));
+}
 
 // x_norm, act, then (through the stage) the fp32 sums between chunks.
 template <class Act>
 __host__ __device__ constexpr int fd_gate_up_down_smem_bytes(int hidden, int rows) {
   return (hidden + rows) * static_cast<int>(sizeof(Act)) + 16 + hidden * 4;
+}
+
+// The standalone pool kernel's own int64 row (fd_pool_out's local) after that, 8-byte aligned.
+template <class Act>
+__host__ __device__ constexpr int fd_expert_pool_local_at(int hidden, int rows) {
+  return (fd_gate_up_down_smem_bytes<Act>(hidden, rows) + 7) / 8 * 8;
 }
 
 // kDownUnroll rows from row r of down_t at 8 columns (16 bytes) from column 8v; rows past `rows`
@@ -55,9 +89,9 @@ __device__ __forceinline__ void fd_down_rows(const fd_bf16* down_t, int hidden, 
 // (stage.issue(src, rows) by one thread; stage.wait() by every thread). No register holds a row in flight,
 // and a whole chunk (128 KB) is in flight at once. The sums lie in shared memory between chunks (each
 // thread its own columns), so every column adds the rows in order, as the global-memory path does.
-template <class Act, class Stage>
+template <class Act, class Stage, class Out>
 __device__ __forceinline__ void fd_down_through_stage(const fd_bf16* down, const Act* act_s, int rows, int hidden,
-                                                      float weight, Stage& stage, float* sums_s, fd_slice_out out) {
+                                                      float weight, Stage& stage, float* sums_s, const Out& out) {
   const int n_vec = hidden / kVecElems;
   for (int c0 = 0; c0 < rows; c0 += stage.rows) {
     const int n = min(stage.rows, rows - c0);
@@ -91,10 +125,10 @@ __device__ __forceinline__ void fd_down_through_stage(const fd_bf16* down, const
 // stage.rows > 0: the runtime is copying the slice's first stage.rows down_t rows into stage.base (the rest
 // follow through it, fd_down_through_stage); 0: the down rows stream from global memory. normed: x_norm is
 // already in smem (a pool's later pieces: the same x, and nothing since wrote the first hidden Acts).
-template <class Act, class Stage>
+template <class Act, class Stage, class Out>
 __device__ void fd_task_gate_up_down(const Act* x, const fd_bf16* norm_weight, float eps, const fd_bf16* gate_w,
                                      const fd_bf16* up_w, const fd_bf16* down_t, Stage& stage, float weight,
-                                     int hidden, int row_begin, int row_end, fd_slice_out out, void* smem,
+                                     int hidden, int row_begin, int row_end, const Out& out, void* smem,
                                      bool normed = false) {
   Act* xs = static_cast<Act*>(smem);
   Act* act_s = xs + hidden;
@@ -184,41 +218,50 @@ template <class Act>
 __global__ void __launch_bounds__(kTaskThreads) fd_kernel_expert_pool(
     const Act* x, const fd_bf16* norm_weight, float eps, const fd_bf16* gate_up, const fd_bf16* down_t,
     const int* expert_idx, const float* expert_weight, int n_slots, int hidden, int inter, int piece_rows,
-    int* pool, long long* acc) {
+    int* pool, long long* acc, bool local_sum) {
   extern __shared__ __align__(16) unsigned char fd_smem[];
   __shared__ int piece_s;
   const int per_slot = (inter + piece_rows - 1) / piece_rows, n_pieces = n_slots * per_slot;
+  // the taker's own row after the task's shared memory (fd_launch_expert_pool sizes it)
+  long long* local = local_sum ? reinterpret_cast<long long*>(fd_smem + fd_expert_pool_local_at<Act>(hidden, piece_rows))
+                               : nullptr;
   fd_no_down_stage no_stage;
-  for (bool normed = false;; normed = true) {
+  for (bool first = true;; first = false) {
     const int p = fd_pool_take(pool, 0, &piece_s);
-    if (p >= n_pieces) return;
+    if (p >= n_pieces) {
+      if (local != nullptr && !first) fd_pool_flush(local, acc, hidden);
+      return;
+    }
     const int slot = p / per_slot, r0 = p % per_slot * piece_rows;
     const long long e = expert_idx[slot];
     const fd_bf16* gate = gate_up + e * 2ll * inter * hidden;
     fd_task_gate_up_down(x, norm_weight, eps, gate, gate + static_cast<size_t>(inter) * hidden,
                          down_t + e * inter * hidden, no_stage, expert_weight[slot], hidden, r0,
-                         min(r0 + piece_rows, inter), fd_slice_out{acc, true}, fd_smem, normed);
+                         min(r0 + piece_rows, inter), fd_pool_out{fd_slice_out{acc, true}, local, first}, fd_smem,
+                         !first);
   }
 }
 
 FD_EXPORT int fd_launch_expert_pool(const void* x, const void* norm_weight, float eps, const void* gate_up,
                                     const void* down_t, const int* expert_idx, const float* expert_weight, int n_slots,
                                     int hidden, int inter, int piece_rows, int n_takers, int* pool, long long* acc,
-                                    int f32, void* stream) {
+                                    int local_sum, int f32, void* stream) {
   if (hidden % kVecElems || n_slots <= 0 || piece_rows <= 0 || n_takers <= 0) return -1;
   auto s = static_cast<fd_stream_t>(stream);
   const auto* gu = static_cast<const fd_bf16*>(gate_up);
   const auto* d = static_cast<const fd_bf16*>(down_t);
   const auto* nw = static_cast<const fd_bf16*>(norm_weight);
+  const int local = local_sum ? hidden * static_cast<int>(sizeof(long long)) : 0;
   if (f32)
-    fd_kernel_expert_pool<float><<<n_takers, kTaskThreads, fd_gate_up_down_smem_bytes<float>(hidden, piece_rows), s>>>(
-        static_cast<const float*>(x), nw, eps, gu, d, expert_idx, expert_weight, n_slots, hidden, inter, piece_rows,
-        pool, acc);
+    fd_kernel_expert_pool<float>
+        <<<n_takers, kTaskThreads, fd_expert_pool_local_at<float>(hidden, piece_rows) + local, s>>>(
+            static_cast<const float*>(x), nw, eps, gu, d, expert_idx, expert_weight, n_slots, hidden, inter,
+            piece_rows, pool, acc, local_sum != 0);
   else
     fd_kernel_expert_pool<fd_bf16>
-        <<<n_takers, kTaskThreads, fd_gate_up_down_smem_bytes<fd_bf16>(hidden, piece_rows), s>>>(
+        <<<n_takers, kTaskThreads, fd_expert_pool_local_at<fd_bf16>(hidden, piece_rows) + local, s>>>(
             static_cast<const fd_bf16*>(x), nw, eps, gu, d, expert_idx, expert_weight, n_slots, hidden, inter,
-            piece_rows, pool, acc);
+            piece_rows, pool, acc, local_sum != 0);
   return static_cast<int>(fd_get_last_error());
 }
 

@@ -3,7 +3,8 @@
 # ONE process of main's own build (no lab build: both run on main's library, the pools on its pool entries).
 #   1. the GPU tests of what is new (the per-kind M1 checks of SUM_FIXED_POINT and EXPERT_POOL on the device; the
 #      fixed-point sum bit-identical run to run and as a tail; 64-row pieces bit-identical to the static slices);
-#   2. the sweep at 1,024 and 4,096 positions: default, the fixed-point sum, as a tail, and pools of 16/32/64 rows;
+#   2. the sweep at 1,024 and 4,096 positions: default, the fixed-point sum, as a tail, pools of 16/32/64 rows, and
+#      pool 32 with every piece's adds (no per-taker sum first);
 #   3. a trace of the best-looking pool (TRACE, default "pool 32") beside default: routed_slice_ends_us says
 #      whether the window's tail (~3 us from the median slice to the last, part 25) is gone.
 # Build main's library on the laptop first (nvcc compiles sm_90a without a GPU; ~50 s):
@@ -19,7 +20,7 @@ if [ "${TEST_S:-150}" != 0 ]; then
     tests/test_megakernel_gpu.py -k "fixed_point or routed_rows or every_task_kernel or one_layer" 2>&1 | tail -8
   echo "tests $(( $(date +%s) - t0 )) s"
 fi
-VARIANTS="default,fixed-point sum,fixed-point sum tail,pool 16,pool 32,pool 64,pool 32 sum tail"
+VARIANTS="default,fixed-point sum,fixed-point sum tail,pool 16,pool 32,pool 64,pool 32 sum tail,pool 32 adds per piece"
 for prompt in 1024 4096; do
   [ $(left) -gt 60 ] || break
   timeout $(left) python3 -m fleet_decode.kernels.lab --sweep --prompt $prompt --variants "$VARIANTS" \

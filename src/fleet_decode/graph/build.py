@@ -371,7 +371,8 @@ def _split_k_experts(b: _Builder, layer, h_attn, ev_o, h_out, ev_out, ev_route, 
         pool = b.buffer(L + "moe_pool", 1, 1, DType.I32, Persistence.COUNTER)
         for i in range(stage):
             b.task(Kind.EXPERT_POOL, f"{L}expert_pool[{i}]", ev_parts, [(ev_route, 0)],
-                   (h_attn, route_idx, route_w, partials, pool), (norm, gate_up, down), (stage,), layer=layer,
+                   (h_attn, route_idx, route_w, partials, pool), (norm, gate_up, down),
+                   (stage, int(plan.pool_local_sum)), layer=layer,
                    tile=(0, plan.routed_pool_rows))
         per_slot = []
     first_row = list(accumulate([len(shared_slices)] + [len(s) for s in per_slot]))

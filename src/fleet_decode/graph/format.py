@@ -111,8 +111,10 @@ OPERANDS = {
     Kind.SUM_FIXED_POINT: (("acc", "h_out"), (), ()),
     # Every routed slot's intermediate rows in pieces of (tile end - tile begin) rows, handed out at run time:
     # n_takers tasks share the pool, each taking pieces from the I32 COUNTER `pool` until none is left, and
-    # running each as EXPERT_GATE_UP_DOWN's slice of slot p // per_slot added in fixed point into `acc`.
-    Kind.EXPERT_POOL: (("x", "route_idx", "route_w", "acc", "pool"), ("norm", "gate_up", "down_t"), ("n_takers",)),
+    # running each as EXPERT_GATE_UP_DOWN's slice of slot p // per_slot added in fixed point into `acc`
+    # (local_sum 1: its pieces summed on the worker first, then added once: the same bits).
+    Kind.EXPERT_POOL: (("x", "route_idx", "route_w", "acc", "pool"), ("norm", "gate_up", "down_t"),
+                       ("n_takers", "local_sum")),
     # O_PROJ_RESIDUAL, and for the tile's rows r the router's partial sums: row `slot` of router_parts
     # holds sum_r router[e][r] * norm[r] * h_attn[r] for each expert e, then sum_r h_attn[r]^2.
     Kind.O_PROJ_ROUTER: (("attn_out", "residual", "h_attn", "h_out", "router_parts"), ("o_proj", "norm", "router"),

@@ -248,9 +248,9 @@ def _check_partials_dtype(t: Task, buffers: list[Buffer]):
         pool = buffers[t.buffers[OPERANDS[t.kind][0].index("pool")]]
         _check(pool.dtype == DType.I32 and pool.persistence == Persistence.COUNTER and pool.numel == 1,
                f"task {t.name}: its pool {pool.name} must be one I32 COUNTER")
-        _check(t.tile[0] == 0 < t.tile[1] and t.args[0] >= 1,
-               f"task {t.name}: a pool takes pieces of tile [0, rows) rows among n_takers >= 1, got tile {t.tile}, "
-               f"n_takers {t.args[0]}")
+        _check(t.tile[0] == 0 < t.tile[1] and t.args[0] >= 1 and t.args[1] in (0, 1),
+               f"task {t.name}: a pool takes pieces of tile [0, rows) rows among n_takers >= 1, local_sum 0 or 1; "
+               f"got tile {t.tile}, args {t.args}")
 
 
 def decode_graph(enc: EncodedGraph) -> Graph:

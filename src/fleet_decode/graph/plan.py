@@ -103,6 +103,10 @@ class Plan:
     # which one EXPERT_POOL task a worker takes from a counter until none is left, so that no worker waits
     # for a slow one's static slice (docs/next/README.md item 11). Needs the fixed-point sum.
     routed_pool_rows: int = 0
+    # A taker sums its pieces' fixed-point partials in its shared memory (exact integer adds) and adds them
+    # into the layer's accumulator once, when the pool is empty: one atomic add a column a taker, as a static
+    # slice makes, instead of one a piece. The same bits either way.
+    pool_local_sum: bool = True
     # The dense layers' MLP (first_k_dense_replace) as split-K slices too (GATE_UP_DOWN over its
     # intermediate rows, one a worker, then SUM_PARTIALS), instead of a gate/up stage and a down stage:
     # no down tile waits for the last gate/up tile.

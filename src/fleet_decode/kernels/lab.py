@@ -229,6 +229,9 @@ def speed_variants(n_prompt: int, n_tokens: int) -> dict[str, Variant]:
         **{f"pool {rows}": Variant({"split_k_sum": "fixed-point", "routed_pool_rows": rows}) for rows in (16, 32, 64)},
         "pool 32 sum tail": Variant({"split_k_sum": "fixed-point", "routed_pool_rows": 32, "sum_rows": 2048},
                                     Tuning(tail_kinds=("SUM_FIXED_POINT",))),
+        # every piece's 2,048 atomic adds, instead of one flush a taker (Plan.pool_local_sum)
+        "pool 32 adds per piece": Variant({"split_k_sum": "fixed-point", "routed_pool_rows": 32,
+                                           "pool_local_sum": False}),
         "moe shared-first": Variant({"moe_tiles": "shared-first"}),
         "moe shared-first-all": Variant({"moe_tiles": "shared-first-all"}),
         "shared_parts=2": Variant({"shared_parts": 2}),

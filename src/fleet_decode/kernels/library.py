@@ -37,7 +37,7 @@ SIGNATURES = {
     "gate_up_down": [P, P, F, P, P, P, P, P, I, I, I, I, P, I, I],
     "sum_partials": [P, I, I, I, P],
     "sum_fixed_point": [P, I, I, P],
-    "expert_pool": [P, P, F, P, P, P, P, I, I, I, I, I, P, P, I],
+    "expert_pool": [P, P, F, P, P, P, P, I, I, I, I, I, P, P, I, I],
 }
 ACTIVATION_DTYPES = (torch.bfloat16, torch.float32)
 
@@ -186,14 +186,14 @@ class TaskKernels:
                      ptr(into, torch.float32))
 
     def expert_pool(self, x, norm_weight, eps, gate_up, down_t, expert_idx, expert_weight, piece_rows, n_takers,
-                    pool, acc):
+                    pool, acc, local_sum=True):
         """n_takers blocks take pieces of piece_rows rows of every slot's expert from pool (an int32 counter,
-        zeroed) and add each in fixed point into acc (int64 [hidden]). gate_up [E, 2I, hidden], down_t
-        [E, I, hidden] (the down matrices transposed)."""
+        zeroed) and add each in fixed point into acc (int64 [hidden]); local_sum: each block sums its pieces
+        first and adds once. gate_up [E, 2I, hidden], down_t [E, I, hidden] (the down matrices transposed)."""
         self._launch("expert_pool", act(x), ptr(norm_weight, torch.bfloat16), eps, ptr(gate_up, torch.bfloat16),
                      ptr(down_t, torch.bfloat16), ptr(expert_idx, torch.int32), ptr(expert_weight, torch.float32),
                      expert_idx.shape[0], x.shape[0], down_t.shape[1], piece_rows, n_takers, ptr(pool, torch.int32),
-                     ptr(acc, torch.int64), is_f32(x))
+                     ptr(acc, torch.int64), int(local_sum), is_f32(x))
 
     def sum_fixed_point(self, acc, into, rows_per_tile):
         """into[r] += acc[r] * 2**-32 (acc int64, as long as into), then acc[r] = 0."""

@@ -229,6 +229,14 @@ def _check_graph(graph, n_sm, scratch_bytes: int):
         if t.kind in (Kind.SUM_PARTIALS, Kind.SUM_FIXED_POINT) and (t.tile[0] % 4 or t.tile[1] % 4 or c.hidden % 4):
             raise MegakernelError(f"{t.name} sums rows [{t.tile[0]}, {t.tile[1]}); the kernel reads 4 at a time: "
                                   f"both ends must be multiples of 4")
+        if t.kind == Kind.EXPERT_POOL:
+            # hip/tasks/gate_up_down.cu: x_norm, act and the fp32 sums, then (local_sum) the taker's int64 row
+            # at the scratch's end
+            rows, d = t.tile[1] - t.tile[0], c.hidden
+            need = (d + rows) * 4 + 16 + d * 4 + (d * 8 if t.args[1] else 0)
+            if need > scratch_bytes:
+                raise MegakernelError(f"{t.name}: pieces of {rows} rows need {need} bytes of shared-memory scratch, "
+                                      f"the runtime has {scratch_bytes}")
         if t.kind in (Kind.ATTN_MERGE_UV, Kind.ATTN_MERGE_COLS) and t.args[0] > max_merge:
             raise MegakernelError(f"{t.name} merges {t.args[0]} chunks, the merge task holds at most "
                                   f"{max_merge}: use longer attention chunks")

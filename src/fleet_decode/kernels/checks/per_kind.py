@@ -475,13 +475,17 @@ def check_expert_pool(k, s, rnd, grid, dtype=F32) -> Result:
     pool = torch.zeros(1, dtype=torch.int32, device=rnd.device)
     acc = torch.zeros(s.hidden, dtype=torch.int64, device=rnd.device)
 
-    def launch():
+    def launch(local_sum=True):
         pool.zero_()
         acc.zero_()
-        k.expert_pool(x, w, s.eps, gate_up, down_t, idx, weight, piece_rows, takers, pool, acc)
+        k.expert_pool(x, w, s.eps, gate_up, down_t, idx, weight, piece_rows, takers, pool, acc, local_sum)
 
+    launch(local_sum=False)  # every piece adds into acc itself
+    sync(rnd.device)
+    piecewise = acc.clone()
     launch()
     sync(rnd.device)
+    identical = torch.equal(acc, piecewise)  # each taker's pieces summed first: integer adds, the same bits
     xn = rms_norm_ref(x, w, s.eps)
     want = sum(float(weight[j]) * (down_t[e].double().T @ gate_up_ref(gate_up[e, :s.moe_inter], gate_up[e, s.moe_inter:],
                                                                        xn, dtype))
@@ -492,8 +496,8 @@ def check_expert_pool(k, s, rnd, grid, dtype=F32) -> Result:
     us = time_launches([launch] * 8, rnd.device)
     return result(row_name(Kind.EXPERT_POOL, dtype), errs, tol_for(dtype, 1e-2),
                   f"{slots} slots x [3x{s.moe_inter},{s.hidden}] in pieces of {piece_rows} rows, {takers} takers", us,
-                  slots * 3 * s.moe_inter * s.hidden * 2, bool(acc.any()), extra_ok=counted,
-                  note=f"counter at pieces + takers: {counted}")
+                  slots * 3 * s.moe_inter * s.hidden * 2, bool(acc.any()), extra_ok=counted and identical,
+                  note=f"counter at pieces + takers: {counted}; summed per taker first, the same bits: {identical}")
 
 
 @checks_on_device(Kind.SUM_FIXED_POINT)
