@@ -278,17 +278,17 @@ struct fd_stage_state {
   bool bulk;
 };
 
-// EXPERT_POOL's block state: the piece taken, and whether smem holds the pool's x_norm (its earlier pieces
-// wrote it). fd_pool_normed is 0 between pools: the kernel's start zeroes it, and a pool's last take.
-__shared__ int fd_pool_piece, fd_pool_normed;
+// EXPERT_POOL's piece, as thread 0 took it (fd_pool_take).
+__shared__ int fd_pool_piece;
 
 // Returns true where the task is to be run again at once: a pool that took a piece (fd_run_task's
-// EXPERT_POOL), so that the next call takes the next one. kPool: this entry runs pools (the pool entries,
+// EXPERT_POOL), so that the next call takes the next one; first_call: a pool task's first call (its first
+// piece norms x and starts the taker's local row). kPool: this entry runs pools (the pool entries,
 // megakernel_pool.cu); the others compile none of their code, so a pool costs them nothing.
 template <bool kTensorCoreChunk, bool kPool>
 __device__ __forceinline__ bool fd_run_task(const fd_launch_args& a, const fd_model_constants& c, const fd_task_view& v, int kind,
                             int step, float* into, void* smem, int staged_slot, const char* staged_base,
-                            const fd_stage_state& stage) {
+                            const fd_stage_state& stage, bool first_call) {
   const int b0 = v.b0, b1 = v.b1, slot = v.slot;
   const int hidden = c.hidden, inter = c.inter, vocab = c.vocab;
   const int pos = a.pos0 + step;
@@ -436,19 +436,17 @@ __device__ __forceinline__ bool fd_run_task(const fd_launch_args& a, const fd_mo
                     "a pool's operands must sit where a routed slice's do");
       const bool pool = kPool && kind == FD_KIND_EXPERT_POOL, routed = kind != FD_KIND_GATE_UP_DOWN;
       int k = slot, r0 = b0, r1 = b1;
-      bool first = true;  // a pool's first piece: it norms x (and starts the taker's local row)
+      const bool first = first_call;  // a pool's first piece: it norms x (and starts the taker's local row)
       // local_sum: the taker's own int64 row at the scratch's end, beyond the slice's (runtime._check_graph)
       long long* local = pool && v.arg[FD_EXPERT_POOL_ARG_LOCAL_SUM]
                              ? reinterpret_cast<long long*>(static_cast<char*>(smem) + FD_SCRATCH_SMEM_BYTES) - hidden
                              : nullptr;
       if (pool) {
-        first = !fd_pool_normed;  // read before the take's barriers: thread 0 clears it after them
         const int piece_rows = b1 - b0, per_slot = (inter + piece_rows - 1) / piece_rows, n_pieces = c.top_k * per_slot;
         const int p = fd_pool_take(I(FD_EXPERT_POOL_BUF_POOL), step * (n_pieces + v.arg[FD_EXPERT_POOL_ARG_N_TAKERS]),
                                    &fd_pool_piece);
-        if (p >= n_pieces) {
+        if (p >= n_pieces) {  // none left: the taker's row, if it ran a piece, into the accumulator
           if (local != nullptr && !first) fd_pool_flush(local, v.buf[FD_EXPERT_POOL_BUF_ACC], hidden);
-          if (threadIdx.x == 0) fd_pool_normed = 0;  // the next pool's first piece norms its x
           return false;
         }
         k = p / per_slot, r0 = p % per_slot * piece_rows, r1 = min(r0 + piece_rows, inter);
@@ -493,10 +491,7 @@ __device__ __forceinline__ bool fd_run_task(const fd_launch_args& a, const fd_mo
                            WM(routed ? FD_EXPERT_GATE_UP_DOWN_WT_NORM : FD_GATE_UP_DOWN_WT_NORM), eps, gate, up,
                            down_t - static_cast<size_t>(r0) * hidden, down_stage, weight, hidden, r0, r1, out,
                            smem, pool && !first);
-      if (pool) {
-        if (threadIdx.x == 0) fd_pool_normed = 1;  // every thread read it before the slice's first barrier
-        return true;
-      }
+      if (pool) return true;
       break;
     }
     case FD_KIND_SUM_PARTIALS:
@@ -584,10 +579,7 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
   // The arguments in shared memory: passed by reference to the helpers, a kernel parameter would be
   // copied to scratch per lane on AMD (the copy was 160+ bytes of the megakernel's scratch).
   __shared__ fd_launch_args a;
-  if (threadIdx.x == 0) {
-    a = launch;
-    if constexpr (kPool) fd_pool_normed = 0;
-  }
+  if (threadIdx.x == 0) a = launch;
   __syncthreads();
   extern __shared__ __align__(128) unsigned char fd_smem[];
   __shared__ __align__(8) uint64_t stage_barrier;
@@ -728,9 +720,14 @@ __global__ void __launch_bounds__(kRuntimeThreads, 1) fd_megakernel(fd_launch_ar
       // written: what it needs then is read now. Everything else reads the view before that barrier.
       int* token_row = kind == FD_KIND_ARGMAX ? static_cast<int*>(view.buf[FD_ARGMAX_BUF_TOKENS]) : nullptr;
       float* into = add_group >= 0 ? a.partials + order[3] : adds ? fd_accumulated(view, kind) : nullptr;
-      while (fd_run_task<kTensorCoreChunk, kPool>(a, constants, view, kind, step, into, fd_smem, staged_slot,
-                                           staged_slot >= 0 ? reinterpret_cast<const char*>(stage) - st[1] : nullptr,
-                                           fd_stage_state{stage, &stage_barrier, &stage_parity, bulk_stage})) {
+      // A pool runs a piece a call while it takes one (the other kinds: one call, and the loop folds away);
+      // which call is its first, every thread knows alike.
+      for (bool first_call = true;
+           fd_run_task<kTensorCoreChunk, kPool>(a, constants, view, kind, step, into, fd_smem, staged_slot,
+                                                staged_slot >= 0 ? reinterpret_cast<const char*>(stage) - st[1] : nullptr,
+                                                fd_stage_state{stage, &stage_barrier, &stage_parity, bulk_stage},
+                                                first_call);
+           first_call = false) {
       }
       __syncthreads();
       if (add_group >= 0) {
