@@ -172,12 +172,12 @@ class TorchTaskKernels:
                     pool, acc, local_sum=True):
         inter = down_t.shape[1]
         per_slot = -(-inter // piece_rows)
+        xn = rms_norm(x, norm_weight)
         for p in range(expert_idx.numel() * per_slot):  # the takers' takes, in counter order
             slot, r0 = divmod(p, per_slot)
             r0 *= piece_rows
             rows = slice(r0, min(r0 + piece_rows, inter))
             e = int(expert_idx[slot])
-            xn = rms_norm(x, norm_weight)
             g, u = st(gate_up[e, rows].float() @ xn, x.dtype), st(gate_up[e, inter:][rows].float() @ xn, x.dtype)
             act = st(st(F.silu(g), x.dtype) * u, x.dtype)
             acc += to_fixed_point(expert_weight[slot] * (down_t[e, rows].float().T @ act))

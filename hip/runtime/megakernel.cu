@@ -278,9 +278,6 @@ struct fd_stage_state {
   bool bulk;
 };
 
-// EXPERT_POOL's piece, as thread 0 took it (fd_pool_take).
-__shared__ int fd_pool_piece;
-
 // Returns true where the task is to be run again at once: a pool that took a piece (fd_run_task's
 // EXPERT_POOL), so that the next call takes the next one; first_call: a pool task's first call (its first
 // piece norms x and starts the taker's local row). kPool: this entry runs pools (the pool entries,
@@ -443,8 +440,7 @@ __device__ __forceinline__ bool fd_run_task(const fd_launch_args& a, const fd_mo
                              : nullptr;
       if (pool) {
         const int piece_rows = b1 - b0, per_slot = (inter + piece_rows - 1) / piece_rows, n_pieces = c.top_k * per_slot;
-        const int p = fd_pool_take(I(FD_EXPERT_POOL_BUF_POOL), step * (n_pieces + v.arg[FD_EXPERT_POOL_ARG_N_TAKERS]),
-                                   &fd_pool_piece);
+        const int p = fd_pool_take(I(FD_EXPERT_POOL_BUF_POOL), step * (n_pieces + v.arg[FD_EXPERT_POOL_ARG_N_TAKERS]));
         if (p >= n_pieces) {  // none left: the taker's row, if it ran a piece, into the accumulator
           if (local != nullptr && !first) fd_pool_flush(local, v.buf[FD_EXPERT_POOL_BUF_ACC], hidden);
           return false;

@@ -172,11 +172,12 @@ __device__ void fd_task_gate_up_down(const Act* x, const fd_bf16* norm_weight, f
 // base = s * (pieces + takers), each taker's last take finding none left). The take is the block's: one
 // thread fetch-adds, the barrier before it frees the last piece's shared memory and stage. Returns the
 // piece, or a value >= n_pieces when none is left.
-__device__ __forceinline__ int fd_pool_take(int* pool, int base, int* piece_s) {
+__device__ __forceinline__ int fd_pool_take(int* pool, int base) {
+  __shared__ int piece;  // one a block: thread 0's take, read by every thread after the barrier
   __syncthreads();
-  if (threadIdx.x == 0) *piece_s = fd_atomic_add_relaxed(pool, 1) - base;
+  if (threadIdx.x == 0) piece = fd_atomic_add_relaxed(pool, 1) - base;
   __syncthreads();
-  return *piece_s;
+  return piece;
 }
 
 // No stage: the down rows stream from global memory (the standalone launcher, and AMD).
@@ -220,14 +221,13 @@ __global__ void __launch_bounds__(kTaskThreads) fd_kernel_expert_pool(
     const int* expert_idx, const float* expert_weight, int n_slots, int hidden, int inter, int piece_rows,
     int* pool, long long* acc, bool local_sum) {
   extern __shared__ __align__(16) unsigned char fd_smem[];
-  __shared__ int piece_s;
   const int per_slot = (inter + piece_rows - 1) / piece_rows, n_pieces = n_slots * per_slot;
   // the taker's own row after the task's shared memory (fd_launch_expert_pool sizes it)
   long long* local = local_sum ? reinterpret_cast<long long*>(fd_smem + fd_expert_pool_local_at<Act>(hidden, piece_rows))
                                : nullptr;
   fd_no_down_stage no_stage;
   for (bool first = true;; first = false) {
-    const int p = fd_pool_take(pool, 0, &piece_s);
+    const int p = fd_pool_take(pool, 0);
     if (p >= n_pieces) {
       if (local != nullptr && !first) fd_pool_flush(local, acc, hidden);
       return;

@@ -351,8 +351,8 @@ def _split_k_experts(b: _Builder, layer, h_attn, ev_o, h_out, ev_out, ev_route, 
         shared_slices = split_k_tiles(shared, plan.split_k_shared_tiles, max_rows=shared)
     else:
         shared_slices = split_k_tiles(shared, max(1, stage - _routing_tasks(cfg, plan)), max_rows=plan.split_k_rows)
-    routed_slices = split_k_tiles(inter, max(1, stage // K), max_rows=plan.split_k_rows)
-    per_slot = [routed_slices] * K
+    routed_slices = [] if plan.routed_pool_rows else split_k_tiles(inter, max(1, stage // K), max_rows=plan.split_k_rows)
+    per_slot = [routed_slices] * K  # none where the routed rows go to a pool's takers
     if plan.split_k_skew and shared_slices and len(routed_slices) > 1:
         # the workers without a shared slice, spread over the slots: each slot's first slices are longer
         n_long = max(0, stage - len(shared_slices))
@@ -374,7 +374,6 @@ def _split_k_experts(b: _Builder, layer, h_attn, ev_o, h_out, ev_out, ev_route, 
                    (h_attn, route_idx, route_w, partials, pool), (norm, gate_up, down),
                    (stage, int(plan.pool_local_sum)), layer=layer,
                    tile=(0, plan.routed_pool_rows))
-        per_slot = []
     first_row = list(accumulate([len(shared_slices)] + [len(s) for s in per_slot]))
     # longest first: the list scheduler hands a stage's first tasks to the workers free first
     slices = [(k, i, tile) for k, slot in enumerate(per_slot) for i, tile in enumerate(slot)]

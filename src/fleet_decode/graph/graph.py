@@ -230,9 +230,10 @@ def _records(array, words, declared, what):
     return array
 
 
-def _check_partials_dtype(t: Task, buffers: list[Buffer]):
+def _check_split_k_operands(t: Task, buffers: list[Buffer]):
     """A split-K slice's partials are F32 rows, or with fixed_point the layer's one I64 accumulator row,
-    which SUM_FIXED_POINT reads: the device reads them as the kind says, whatever the record claims."""
+    which SUM_FIXED_POINT reads (and a pool's takers add into, counting on one I32 COUNTER): the device
+    reads them as the kind says, whatever the record claims."""
     if t.kind in SPLIT_K_KINDS:
         _check(t.args[1] in (0, 1), f"task {t.name}: fixed_point must be 0 or 1, got {t.args[1]}")
     operand = fixed_point_adds(t) or ("acc" if t.kind == Kind.SUM_FIXED_POINT else None)
@@ -347,7 +348,7 @@ def decode_graph(enc: EncodedGraph) -> Graph:
         out_tasks.append(Task(kind, names["tasks"][i], int(r[TASK["LAYER"]]), (begin, end), int(r[TASK["SLOT"]]),
                               out_event, inputs, operands["BUF"], operands["WT"], operands["ARG"], int(r[TASK["COST"]])))
     for t in out_tasks:
-        _check_partials_dtype(t, out_buffers)
+        _check_split_k_operands(t, out_buffers)
     for i, e in enumerate(out_events):
         _check(e.triggers == signals[i],
                f"event {i} ({e.name}) declares {e.triggers} triggers per step but {signals[i]} tasks signal it")
