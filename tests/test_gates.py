@@ -76,7 +76,8 @@ def _twin_and_fp32_cache_twin(model, prompt, steps):
     prefilled = Reference(model, max_positions=len(prompt) + 1)
     token = int(prefilled.prefill(prompt).argmax())
     twin = exact_twin(model, prefilled, len(prompt), max_positions=len(prompt) + steps)
-    upcast = continued(twin.model, prefilled, len(prompt), len(prompt) + steps, cache_dtype=torch.float32)
+    upcast = continued(model, prefilled, len(prompt), len(prompt) + steps, cache_dtype=torch.float32,
+                       dtype=torch.float32)
     logits = []
     for _ in range(steps):
         logits.append((twin.step(token), upcast.step(token)))
@@ -96,6 +97,28 @@ def test_the_exact_twin_stores_its_cache_rows_as_the_model_does():
         assert not torch.equal(ours[:, new].float(), fp32[:, new])  # the fp32 cache keeps bits bf16 drops
     # every step attends to its own appended rows, so the storage shows in the logits from step 0
     assert all(not torch.equal(ours, fp32) for ours, fp32 in logits)
+
+
+def test_the_exact_twin_is_an_fp32_copy_of_the_model_without_the_copy():
+    """fp32 arithmetic on the bf16 weights, upcast per product, is bit for bit the reference on an
+    fp32 copy of them (what exact_twin was until it had to fit the full model on an 80 GB card)."""
+    import copy
+
+    model = load_model("tiny", dtype=torch.bfloat16, device="cpu")
+    prompt = prompt_ids(32, vocab_size=model.config.vocab_size)
+    prefilled = Reference(model, max_positions=len(prompt) + 1)
+    token = int(prefilled.prefill(prompt).argmax())
+    twin = exact_twin(model, prefilled, len(prompt), max_positions=len(prompt) + 3)
+    copied = continued(copy.deepcopy(model).float(), prefilled, len(prompt), len(prompt) + 3, cache_dtype=model.dtype)
+    # the twin reads the model's own bf16 tensors: no fp32 copy of any weight
+    assert twin.weights.layers[0].q_proj.data_ptr() == model.model.layers[0].self_attn.q_proj.weight.data_ptr()
+    assert copied.dtype == twin.dtype == torch.float32
+    for _ in range(3):
+        ours, theirs = twin.step(token), copied.step(token)
+        assert torch.equal(ours, theirs)
+        assert all(torch.equal(a, b) for a, b in zip(twin.hidden_states, copied.hidden_states))
+        token = int(ours.argmax())
+    assert torch.equal(twin.ckv, copied.ckv) and torch.equal(twin.kpe, copied.kpe)
 
 
 def test_the_exact_twin_of_an_fp32_model_keeps_an_fp32_cache(tiny):

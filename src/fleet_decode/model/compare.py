@@ -109,10 +109,11 @@ def cosine(ours: torch.Tensor, theirs: torch.Tensor) -> float:
 
 
 def continued(model, prefilled: Reference, n_prompt: int, max_positions: int | None = None,
-              cache_dtype: torch.dtype | None = None) -> Reference:
+              cache_dtype: torch.dtype | None = None, dtype: torch.dtype | None = None) -> Reference:
     """A Reference on `model` that continues from `prefilled`'s cache rows [0, n_prompt) (upcast or
     copied), as if it had run the prefill itself: one HF prefill serves several decodes."""
-    twin = Reference(model, max_positions=max_positions or prefilled.max_positions, cache_dtype=cache_dtype)
+    twin = Reference(model, max_positions=max_positions or prefilled.max_positions, cache_dtype=cache_dtype,
+                     dtype=dtype)
     twin.ckv[:, :n_prompt] = prefilled.ckv[:, :n_prompt]
     twin.kpe[:, :n_prompt] = prefilled.kpe[:, :n_prompt]
     twin.pos = n_prompt
@@ -120,17 +121,16 @@ def continued(model, prefilled: Reference, n_prompt: int, max_positions: int | N
 
 
 def exact_twin(model, prefilled: Reference, n_prompt: int, max_positions: int | None = None) -> Reference:
-    """The reference on an fp32 copy of model's weights, continuing from `prefilled`'s (a model-dtype
+    """The reference in fp32 on model's own weights, continuing from `prefilled`'s (a model-dtype
     Reference after prefill) cache: exact arithmetic on the same weights and the same stored cache,
-    so a decoder's distance to it is its own arithmetic's roundings.
+    so a decoder's distance to it is its own arithmetic's roundings. It holds no fp32 copy of the
+    weights (Reference's dtype), so the full-size model's twin fits beside it on an 80 GB card.
 
     The cache rows the twin appends are rounded to the model's dtype (bf16 for a bf16 model), as
     the decoders under test and HF's cache store them: the cache's storage format is part of the
     model's decode, not an error of its arithmetic. An fp32 cache instead drifts from every bf16
     decoder's by a rounding per appended row, beyond a bf16 logit spacing over a long decode."""
-    import copy
-
-    return continued(copy.deepcopy(model).float(), prefilled, n_prompt, max_positions, cache_dtype=model.dtype)
+    return continued(model, prefilled, n_prompt, max_positions, cache_dtype=model.dtype, dtype=torch.float32)
 
 
 @torch.no_grad()

@@ -240,15 +240,18 @@ class Reference:
     """Batch-1 decode over HF's weights with a compressed MLA cache of its own."""
 
     def __init__(self, model: DeepseekV2ForCausalLM, max_positions: int | None = None,
-                 cache_dtype: torch.dtype | None = None):
+                 cache_dtype: torch.dtype | None = None, dtype: torch.dtype | None = None):
         """cache_dtype: what the compressed cache stores (default the model's dtype, as HF's cache
-        does); the rows this reference appends are rounded to it."""
+        does); the rows this reference appends are rounded to it. dtype: what the residual stream and
+        every rounded intermediate are held in (default the model's dtype). float32 on a bf16 model
+        is exact arithmetic on its weights, with no fp32 copy of them: every product already
+        upcasts its weight on the fly (`linear`), and the upcast of a bf16 number is exact."""
         self.model = model
         self.config = config = model.config
         self.weights = model_weights(model)
         self.scale = softmax_scale(config)
         self.eps = config.rms_norm_eps
-        self.dtype = self.weights.embed.dtype
+        self.dtype = dtype or self.weights.embed.dtype
         self.device = self.weights.embed.device
         self.cache_dtype = cache_dtype or self.dtype
         rotary = model.model.rotary_emb
@@ -292,7 +295,7 @@ class Reference:
             raise ValueError(f"cache full ({self.max_positions} positions)")
         w, dtype = self.weights, self.dtype
         cos, sin = rope_table(self.inv_freq, self.attention_scaling, torch.tensor([self.pos], device=self.device))
-        x = w.embed[token]
+        x = w.embed[token].to(dtype)
         self.hidden_states, self.routes = [], {}
         forced_routes = forced_routes or {}
         for index, layer in enumerate(w.layers):
