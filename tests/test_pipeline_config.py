@@ -135,3 +135,16 @@ def test_the_expected_gpu_reaches_the_milestones_only_where_a_host_names_one():
     config = load(REPO / "config" / "config.yaml")
     assert host_params(config["hosts"]["h200"])["expect_gpu"] == "H200"
     assert "expect_gpu" not in host_params(config["hosts"]["cpu"])  # the CPU evidence's params stay as they were
+
+
+def test_the_h100_target_is_the_h200_target_on_another_gpu():
+    """Where the device lends an H100, its run differs from the H200's only in the GPU it insists on,
+    so the two hosts' evidence compares like for like (and never files one GPU's numbers as the other's)."""
+    from fleet_decode.pipeline.config import host_params
+
+    hosts = load(REPO / "config" / "config.yaml")["hosts"]
+    h100, h200 = host_params(hosts["h100"]), host_params(hosts["h200"])
+    assert h100.pop("expect_gpu") == "H100" and h200.pop("expect_gpu") == "H200"
+    assert h100 == h200
+    assert {k: v for k, v in hosts["h100"].items() if k != "expect_gpu"} == \
+        {k: v for k, v in hosts["h200"].items() if k != "expect_gpu"}  # transport, workdir, arch as well
