@@ -119,6 +119,39 @@ def test_the_decode_plan_cuts_the_experts_into_split_k_slices_one_routed_slice_a
     assert decode_plan(config, 1056, workers=132, split_k_rows=32).split_k_rows == 32
 
 
+def test_the_decode_plans_sum_form_follows_its_constants_and_runs_one_tile_as_a_tail(monkeypatch):
+    """DECODE_SPLIT_K_SUM, DECODE_ROUTED_POOL_ROWS and DECODE_SUM_IN_ONE_TILE pick the sum's form (part 26);
+    a fixed-point sum in one tile a layer runs as a tail of the slices by default, and a variant's tuning
+    is set on that default (runtime.on_default_tuning)."""
+    from fleet_decode.graph import plan as plan_module
+    from fleet_decode.graph.tails import tails
+    from fleet_decode.kernels.runtime import Tuning, default_tuning, on_default_tuning
+
+    config = get_config("deepseek-coder-v2-lite")
+    monkeypatch.setattr(plan_module, "DECODE_SPLIT_K_SUM", "rows")
+    monkeypatch.setattr(plan_module, "DECODE_SUM_IN_ONE_TILE", True)  # read only with the fixed-point sum
+    rows = decode_plan(config, 1056, workers=132)
+    assert (rows.split_k_sum, rows.routed_pool_rows, rows.sum_rows) == ("rows", 0, plan_module.DECODE_SUM_ROWS)
+    assert default_tuning(rows, config) == Tuning()
+    monkeypatch.setattr(plan_module, "DECODE_SPLIT_K_SUM", "fixed-point")
+    monkeypatch.setattr(plan_module, "DECODE_ROUTED_POOL_ROWS", 32)
+    monkeypatch.setattr(plan_module, "DECODE_SUM_IN_ONE_TILE", True)
+    plan = decode_plan(config, 1056, workers=132)
+    assert (plan.split_k_sum, plan.routed_pool_rows, plan.sum_rows) == ("fixed-point", 32, config.hidden_size)
+    tuning = default_tuning(plan, config)
+    assert tuning.tail_kinds == ("SUM_FIXED_POINT",)
+    graph = build_graph(config, plan, layers=[0, 1, 2])
+    tail_of = tails(graph, tuning.tail_kinds)  # one sum a layer, each after its slices (and the pool's takers)
+    assert sorted(graph.tasks[t].layer for t in tail_of) == [0, 1, 2]
+    assert {graph.tasks[t].kind for t in tail_of} == {Kind.SUM_FIXED_POINT}
+    assert on_default_tuning(Tuning(stage=False), plan, config) == Tuning(stage=False, tail_kinds=("SUM_FIXED_POINT",))
+    rows = decode_plan(config, 1056, workers=132, split_k_sum="rows")  # an override of the form keeps it whole
+    assert (rows.routed_pool_rows, rows.sum_rows) == (0, 64) and default_tuning(rows, config) == Tuning()
+    monkeypatch.setattr(plan_module, "DECODE_SUM_IN_ONE_TILE", False)
+    assert decode_plan(config, 1056, workers=132).sum_rows == 64
+    assert default_tuning(decode_plan(config, 1056, workers=132), config) == Tuning()
+
+
 def test_the_decode_plan_cuts_heads_only_into_groups_that_divide_them():
     real = get_config("deepseek-coder-v2-lite")
     for heads, groups in ((3, 1), (6, 2), (16, 4)):  # what decode_plan reads of a config

@@ -212,6 +212,14 @@ DECODE_SUM_ROWS = 64
 DECODE_ROW_ALIGN = 4
 DECODE_ABSORB_PARTS = 8
 DECODE_DENSE_SPLIT_K = True
+# How the split-K partials are summed (Plan.split_k_sum; docs/megakernel.md part 26): "rows" (a partial row a
+# slice, added in a fixed order by the sum tiles) or "fixed-point" (every slice adds into one int64 row a layer).
+# With the fixed-point sum, DECODE_ROUTED_POOL_ROWS > 0 hands the routed rows out at run time in pieces of that
+# many rows (Plan.routed_pool_rows), and DECODE_SUM_IN_ONE_TILE sums a layer in one tile (sum_rows = hidden),
+# which the megakernel runs as a tail of the slices (runtime.default_tuning).
+DECODE_SPLIT_K_SUM = "rows"
+DECODE_ROUTED_POOL_ROWS = 0
+DECODE_SUM_IN_ONE_TILE = False
 
 
 def merge_lat_parts_fit(parts: int, kv_rank: int, heads_per_tile: int, router_in_o_proj: bool) -> bool:
@@ -256,7 +264,8 @@ def decode_plan(config, n_positions: int, workers: int, **overrides) -> Plan:
     it; the experts as split-K slices (DECODE_MOE_TILES, DECODE_SPLIT_K_ROWS, the shared experts' slices
     DECODE_SPLIT_K_SHARED_ROWS long, the sum in tiles of DECODE_SUM_ROWS); tiles of DECODE_ROW_ALIGN rows, the
     q-absorb in DECODE_ABSORB_PARTS blocks where the latent columns allow it, the dense MLP split-K
-    (DECODE_DENSE_SPLIT_K). An override of any of these is kept and the others chosen."""
+    (DECODE_DENSE_SPLIT_K), the sum's form (DECODE_SPLIT_K_SUM, DECODE_ROUTED_POOL_ROWS, DECODE_SUM_IN_ONE_TILE).
+    An override of any of these is kept and the others chosen."""
     rows = -(-n_positions // CACHE_ROUNDING) * CACHE_ROUNDING
     groups = [overrides["attn_head_groups"]] if "attn_head_groups" in overrides else \
         [g for g in DECODE_HEAD_GROUPS if config.num_attention_heads % g == 0]
@@ -274,11 +283,15 @@ def decode_plan(config, n_positions: int, workers: int, **overrides) -> Plan:
         DECODE_MERGE_V_PARTS, config.v_head_dim, heads_per_tile) else 1
     shared_rows = getattr(config, "moe_intermediate_size", 0) * (getattr(config, "n_shared_experts", 0) or 0)
     absorb_parts = DECODE_ABSORB_PARTS if absorb_parts_fit(DECODE_ABSORB_PARTS, kv_rank) else Plan.absorb_parts
+    # the pool and the one sum tile only where the sum is the fixed-point one (an override may ask for rows)
+    fixed_point = overrides.get("split_k_sum", DECODE_SPLIT_K_SUM) == "fixed-point"
+    sum_rows = config.hidden_size if fixed_point and DECODE_SUM_IN_ONE_TILE else DECODE_SUM_ROWS
     overrides = {"max_positions": rows, "row_align": DECODE_ROW_ALIGN, "absorb_parts": absorb_parts,
                  "dense_split_k": DECODE_DENSE_SPLIT_K, "attn_chunk": chunk, "attn_head_groups": group,
                  "worker_stride": decode_worker_stride(workers), "merge_v_parts": v_parts,
                  "merge_lat_parts": lat_parts, "moe_tiles": DECODE_MOE_TILES, "split_k_rows": DECODE_SPLIT_K_ROWS,
-                 "split_k_shared_tiles": -(-shared_rows // DECODE_SPLIT_K_SHARED_ROWS), "sum_rows": DECODE_SUM_ROWS,
+                 "split_k_shared_tiles": -(-shared_rows // DECODE_SPLIT_K_SHARED_ROWS), "sum_rows": sum_rows,
+                 "split_k_sum": DECODE_SPLIT_K_SUM, "routed_pool_rows": DECODE_ROUTED_POOL_ROWS if fixed_point else 0,
                  **overrides}
     return default_plan(config, workers=workers, **overrides)
 

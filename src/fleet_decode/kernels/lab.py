@@ -24,7 +24,7 @@ from fleet_decode.graph import Plan, build_graph, decode_plan, default_plan
 from fleet_decode.graph.format import Kind
 from fleet_decode.graph.tails import TAIL_KINDS
 from fleet_decode.kernels import library
-from fleet_decode.kernels.runtime import Megakernel, Tuning, WatchdogTimeout
+from fleet_decode.kernels.runtime import Megakernel, Tuning, WatchdogTimeout, on_default_tuning
 from fleet_decode.kernels.staging import STAGEABLE_KINDS
 from fleet_decode.kernels.trace import library_specs
 from fleet_decode.model.compare import cosine, exact_twin, relative_error
@@ -149,7 +149,7 @@ def measure(source: str, n_prompt: int, n_tokens: int) -> dict:
 @dataclass(frozen=True)
 class Variant:
     plan: dict = field(default_factory=dict)  # default_plan overrides (a new graph)
-    tuning: Tuning = Tuning()  # launch arguments (same graph)
+    tuning: Tuning = Tuning()  # launch arguments (same graph), its changes set on runtime.default_tuning's
     library: str | None = None  # another build of the kernels (None: this GPU's build dir)
     # "tpc-pairs": the plan's lists re-placed so that the two blocks of each SM pair (2k, 2k + 1, one
     # TPC on the H200: the smid trace of part 10) hold a heavy and a light list (tpc_pairs)
@@ -329,18 +329,18 @@ def sweep(source: str, n_prompt: int, n_tokens: int, variants: dict | None = Non
     n_sm = torch.cuda.get_device_properties(0).multi_processor_count
     variants = variants or speed_variants(n_prompt, n_tokens)
     graphs: dict[tuple, Megakernel] = {}
-    built, build_errors, build_seconds, weight_bytes = {}, {}, {}, {}
+    built, build_errors, build_seconds, weight_bytes, tunings = {}, {}, {}, {}, {}
     for name, variant in variants.items():
         started = time.perf_counter()
         try:
+            plan = decode_plan(model.config, n_prompt + n_tokens, n_sm, **variant.plan)
+            tunings[name] = tuning = on_default_tuning(variant.tuning, plan, model.config)
             # the tuning's built fields (tails, staged kinds) are read when a Megakernel builds its tables
-            key = (tuple(sorted(variant.plan.items())), variant.library, variant.tuning.built_fields(),
-                   variant.placement)
+            key = (tuple(sorted(variant.plan.items())), variant.library, tuning.built_fields(), variant.placement)
             if key not in graphs:
-                plan = decode_plan(model.config, n_prompt + n_tokens, n_sm, **variant.plan)
                 lib = library.load(variant.library) if variant.library else None
                 graphs[key] = Megakernel(model, plan=plan, graph=variant_graph(model.config, plan, variant), lib=lib,
-                                         tuning=variant.tuning)
+                                         tuning=tuning)
                 graphs[key].prefill(prompt)
             built[name] = graphs[key]
             # the elements alone: a graph run with tails has tasks on no worker's list
@@ -372,13 +372,13 @@ def sweep(source: str, n_prompt: int, n_tokens: int, variants: dict | None = Non
                 "same_tokens_every_launch": all(r.tokens == first.tokens for r in runs),
                 "max_abs_logit_diff_vs_default": max(float((a - b).abs().max())
                                                      for a, b in zip(first.logits, baseline.logits)),
-                "tasks": len(mk.graph.tasks), "plan": variant.plan, "tuning": asdict(variant.tuning),
+                "tasks": len(mk.graph.tasks), "plan": variant.plan, "tuning": asdict(tunings[name]),
                 "library": variant.library, "build_seconds": build_seconds[name],
             }
         return {"source": source, "prompt": n_prompt, "tokens": n_tokens, "launches": launches, "sm": n_sm,
                 "interleaved": True, "variants": rows}
 
-    runners = {name: partial(launch, mk, variants[name].tuning) for name, mk in built.items()}
+    runners = {name: partial(launch, mk, tunings[name]) for name, mk in built.items()}
     # after every round: a call cut short keeps what it timed
     results, errors = interleaved_launches(runners, launches,
                                            (lambda r, e: _write_json(out, result(r, e))) if out else None)

@@ -17,7 +17,7 @@ fleet_decode.kernels.lab.
 import ctypes
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -259,18 +259,34 @@ def _pinned_int32(n: int) -> torch.Tensor:
     return torch.full((n,), -1, dtype=torch.int32).pin_memory()
 
 
+def default_tuning(plan: Plan, config) -> Tuning:
+    """The tuning a Megakernel runs a plan with unless given one: Tuning(), with the fixed-point sum run as a
+    tail (graph.tails) where a layer's sum is one tile, so that no worker waits for it and the last slice
+    to arrive runs it (docs/megakernel.md part 26)."""
+    one_tile = plan.split_k_sum == "fixed-point" and plan.sum_rows >= config.hidden_size
+    return Tuning(tail_kinds=("SUM_FIXED_POINT",) if one_tile else ())
+
+
+def on_default_tuning(tuning: Tuning, plan: Plan, config) -> Tuning:
+    """The fields of `tuning` that differ from Tuning()'s, set on the plan's default_tuning: how the lab and the
+    trace read a variant's tuning, so that its default is the decode's."""
+    changed = {name: getattr(tuning, name) for name in Tuning.__dataclass_fields__
+               if getattr(tuning, name) != getattr(Tuning(), name)}
+    return replace(default_tuning(plan, config), **changed)
+
+
 class Megakernel:
     """One graph (the whole model, or a run of layers) resident on the GPU with its buffers."""
 
     def __init__(self, hf_model, plan: Plan | None = None, layers=None, graph=None, lib=None,
-                 tuning: Tuning = Tuning()):
+                 tuning: Tuning | None = None):
         self.model, config = hf_model, hf_model.config
-        self._tuning = tuning
         self.device = next(hf_model.parameters()).device
         if self.device.type != "cuda":
             raise MegakernelError(f"the model is on {self.device}; the megakernel needs it on a GPU")
         n_sm = torch.cuda.get_device_properties(self.device).multi_processor_count
         self.plan = plan or default_plan(config, workers=n_sm)
+        self._tuning = tuning = tuning or default_tuning(self.plan, config)
         graph = graph if graph is not None else build_graph(config, self.plan, layers)
         try:
             tail_of = tails(graph, tuning.tail_kinds)

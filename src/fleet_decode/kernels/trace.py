@@ -295,7 +295,7 @@ def main(argv=None) -> int:
     from fleet_decode.graph import decode_plan
     from fleet_decode.graph.tails import TAIL_KINDS
     from fleet_decode.kernels import library
-    from fleet_decode.kernels.runtime import Megakernel
+    from fleet_decode.kernels.runtime import Megakernel, on_default_tuning
     from fleet_decode.model import load_model, prompt_ids
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -349,8 +349,8 @@ def main(argv=None) -> int:
             for lib, path in libraries.items() for text, variant in variants.items()]
     summaries = {}
     for name, path, variant in runs:
-        tuning = replace(variant.tuning, **flag_tuning)
         plan = decode_plan(model.config, args.prompt + args.tokens, n_sm, **{**variant.plan, **flag_plan})
+        tuning = replace(on_default_tuning(variant.tuning, plan, model.config), **flag_tuning)
         mk = Megakernel(model, plan=plan, graph=variant_graph(model.config, plan, variant),
                         lib=library.load(path) if path else None, tuning=tuning)
         mk.prefill(prompt)
