@@ -95,7 +95,7 @@ def test_skewed_tiles_cover_the_rows_with_the_long_ones_first(total, n, n_long, 
 def test_skewed_routed_slices_go_to_the_workers_without_a_shared_slice(real):
     """Plan.split_k_skew on the H200's 132 workers: every routed slice longer than the plain 64 rows runs on
     a worker that runs no shared slice, and every one shorter on a worker that does."""
-    graph = build_graph(real, decode_plan(real, 1057, 132, split_k_skew=16), layers=[0, 1, 2])
+    graph = build_graph(real, decode_plan(real, 1057, 132, split_k_skew=16, routed_pool_rows=0), layers=[0, 1, 2])
     owner = {t: w for w, tasks in enumerate(graph.workers) for t in tasks}
     with_shared = {owner[i] for i, t in enumerate(graph.tasks) if t.kind == Kind.GATE_UP_DOWN and t.layer == 1}
     routed = [(owner[i], t.tile[1] - t.tile[0]) for i, t in enumerate(graph.tasks)

@@ -95,7 +95,7 @@ def test_the_decode_plan_cuts_the_merge_by_latent_columns_else_in_two_parts():
         assert decode_plan(config, 1056, workers=132, **other).merge_lat_parts == 1, other
     assert decode_plan(config, 1056, workers=132, heads_per_tile=2).merge_v_parts == 1  # parts need one head
     odd = SimpleNamespace(num_attention_heads=16, v_head_dim=24, kv_lora_rank=500,  # neither splits evenly
-                          max_position_embeddings=config.max_position_embeddings)
+                          max_position_embeddings=config.max_position_embeddings, hidden_size=config.hidden_size)
     odd_plan = decode_plan(odd, 1057, workers=132)
     assert (odd_plan.merge_lat_parts, odd_plan.merge_v_parts) == (1, 1)
     for plan in (decode_plan(config, 1056, workers=132), decode_plan(config, 1056, workers=132, merge_lat_parts=1)):
@@ -106,7 +106,7 @@ def test_the_decode_plan_cuts_the_merge_by_latent_columns_else_in_two_parts():
 
 def test_the_decode_plan_cuts_the_experts_into_split_k_slices_one_routed_slice_a_worker():
     config = get_config("deepseek-coder-v2-lite")
-    plan = decode_plan(config, 1056, workers=132)
+    plan = decode_plan(config, 1056, workers=132, routed_pool_rows=0)  # static slices, whatever the sum's form
     assert (plan.moe_tiles, plan.split_k_rows, plan.split_k_shared_tiles) == ("split-k", 64, 88)
     graph = build_graph(config, plan, layers=[1])
     routed = [i for i, t in enumerate(graph.tasks) if t.kind == Kind.EXPERT_GATE_UP_DOWN]
@@ -156,7 +156,7 @@ def test_the_decode_plan_cuts_heads_only_into_groups_that_divide_them():
     real = get_config("deepseek-coder-v2-lite")
     for heads, groups in ((3, 1), (6, 2), (16, 4)):  # what decode_plan reads of a config
         config = SimpleNamespace(num_attention_heads=heads, v_head_dim=real.v_head_dim,
-                                 max_position_embeddings=real.max_position_embeddings)
+                                 max_position_embeddings=real.max_position_embeddings, hidden_size=real.hidden_size)
         assert decode_plan(config, 1057, workers=132).attn_head_groups == groups
 
 
@@ -171,7 +171,7 @@ def test_one_absorb_check_serves_the_plan_and_the_runtime():
     assert not absorb_parts_fit(8, 0)
     assert decode_plan(config, 1056, workers=132).absorb_parts == 8
     odd = SimpleNamespace(num_attention_heads=16, v_head_dim=128, kv_lora_rank=96,  # 8 blocks of 12 columns
-                          max_position_embeddings=config.max_position_embeddings)
+                          max_position_embeddings=config.max_position_embeddings, hidden_size=config.hidden_size)
     assert decode_plan(odd, 1057, workers=132).absorb_parts == Plan.absorb_parts
     graph = build_graph(config, Plan(workers=132, max_positions=256, max_steps=2, absorb_parts=8), layers=[1])
     _check_graph(graph, 132, 48 * 1024)  # runnable

@@ -65,7 +65,7 @@ def test_a_fixed_point_sum_is_zeroed_by_its_reader_for_the_next_steps_adders():
     from fleet_decode.graph.format import SPLIT_K_KINDS
     from fleet_decode.graph.plan import decode_plan
     config = get_config("tiny")
-    g = build_graph(config, decode_plan(config, 16, 3, max_steps=4, split_k_sum="fixed-point"))
+    g = build_graph(config, decode_plan(config, 16, 3, max_steps=4, split_k_sum="fixed-point", routed_pool_rows=0))
     mem = Memory(g, torch.float32)
     acc = g.buffer_index("L1.moe_acc")
     slices = [i for i, t in enumerate(g.tasks) if t.layer == 1 and t.kind in SPLIT_K_KINDS]

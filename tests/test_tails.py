@@ -23,7 +23,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def real_graph():
     """The H200's graph of the real config (132 workers, the bench's 1,024 + 32 decode)."""
     config = get_config("deepseek-coder-v2-lite")
-    return build_graph(config, decode_plan(config, 1024 + 32, 132))
+    return build_graph(config, decode_plan(config, 1024 + 32, 132, split_k_sum="rows"))
 
 
 def test_each_tail_is_its_kind_after_the_signallers_of_its_input(real_graph):
