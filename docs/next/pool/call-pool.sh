@@ -18,7 +18,8 @@ nvidia-smi --query-gpu=name --format=csv,noheader
 if [ "${TEST_S:-150}" != 0 ]; then
   timeout ${TEST_S:-150} python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_gpu.py \
     tests/test_megakernel_gpu.py -k "fixed_point or routed_rows or every_task_kernel or one_layer" 2>&1 | tail -8
-  echo "tests $(( $(date +%s) - t0 )) s"
+  echo "${PIPESTATUS[0]}" > $OUT/tests.rc
+  echo "tests rc=$(cat $OUT/tests.rc) $(( $(date +%s) - t0 )) s"
 fi
 VARIANTS="default,fixed-point sum,fixed-point sum tail,pool 16,pool 32,pool 64,pool 32 sum tail,pool 32 adds per piece"
 for prompt in 1024 4096; do
@@ -32,3 +33,5 @@ if [ $(left) -gt 60 ]; then  # both variants in one process, side by side
     --out $OUT/trace-1024-pool.json 2>&1 | grep -v Warning | grep -E "^MoE layer:|routed|^out |variant"
   echo "trace $(( $(date +%s) - t0 )) s"
 fi
+# kept on the machine for the pipeline call after it (docs/next/pool/call-pick-pipeline.sh picks the default from them)
+mkdir -p lab/pool-out && cp $OUT/*.json $OUT/tests.rc lab/pool-out/ 2>/dev/null; ls lab/pool-out
