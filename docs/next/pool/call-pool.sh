@@ -9,7 +9,8 @@
 #      whether the window's tail (~3 us from the median slice to the last, part 25) is gone.
 # Build main's library on the laptop first (nvcc compiles sm_90a without a GPU; ~50 s):
 #   python -m fleet_decode.kernels.build --arch sm_90a --out lab/main26/lib --jobs 2
-# and carry lab/main26/lib/libfleet_kernels.so (13 MB). BUDGET: seconds (default 560); TEST_S=0 skips the tests.
+# and carry lab/main26/lib/libfleet_kernels.so (13 MB). BUDGET: seconds (default 560); TEST_S=0 skips the tests;
+# VARIANTS (comma-separated) replaces the sweep's list; SWEEP_S caps each sweep; TRACE=none skips the trace.
 #   bash docs/next/pool/call-pool.sh    (from the repository root; on an H100 or an H200)
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 FLEET_DECODE_KERNELS=$PWD/lab/main26/lib/libfleet_kernels.so
 t0=$(date +%s)
@@ -21,14 +22,15 @@ if [ "${TEST_S:-150}" != 0 ]; then
   echo "${PIPESTATUS[0]}" > $OUT/tests.rc
   echo "tests rc=$(cat $OUT/tests.rc) $(( $(date +%s) - t0 )) s"
 fi
-VARIANTS="default,fixed-point sum,fixed-point sum tail,pool 16,pool 32,pool 64,pool 32 sum tail,pool 32 adds per piece"
+VARIANTS=${VARIANTS:-"default,fixed-point sum,fixed-point sum tail,pool 16,pool 32,pool 64,pool 32 sum tail,pool 32 adds per piece"}
 for prompt in 1024 4096; do
   [ $(left) -gt 60 ] || break
-  timeout $(left) python3 -m fleet_decode.kernels.lab --sweep --prompt $prompt --variants "$VARIANTS" \
+  cap=$(left); [ -n "$SWEEP_S" ] && [ "$SWEEP_S" -lt $cap ] && cap=$SWEEP_S
+  timeout $cap python3 -m fleet_decode.kernels.lab --sweep --prompt $prompt --variants "$VARIANTS" \
     --out $OUT/sweep-$prompt-pool.json 2>&1 | grep -v Warning | tail -9
   echo "sweep $prompt $(( $(date +%s) - t0 )) s"
 done
-if [ $(left) -gt 60 ]; then  # both variants in one process, side by side
+if [ "${TRACE}" != none ] && [ $(left) -gt 60 ]; then  # both variants in one process, side by side
   timeout $(left) python3 -m fleet_decode.kernels.trace --prompt 1024 --variant default --variant "${TRACE:-pool 32}" \
     --out $OUT/trace-1024-pool.json 2>&1 | grep -v Warning | grep -E "^MoE layer:|routed|^out |variant"
   echo "trace $(( $(date +%s) - t0 )) s"
