@@ -13,7 +13,8 @@ t0=$(date +%s)
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 root=$PWD
 pick=$(python3 docs/next/pool/pick.py lab/pool-out lab/cands 2> $OUT/pick.txt); cat $OUT/pick.txt
-echo "picked: ${pick:=default}" | tee -a $OUT/pick.txt
+[ -n "$pick" ] && [ -d "lab/cands/$pick" ] || pick=default
+echo "picked: $pick" | tee -a $OUT/pick.txt
 if [ "$pick" != default ]; then
   rm -rf /tmp/alt && mkdir -p /tmp/alt
   tar --exclude=./.git --exclude=./.whl --exclude=./lab --exclude=./DEPLOY_MANIFEST.json -cf - . | tar -xf - -C /tmp/alt
