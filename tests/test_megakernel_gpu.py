@@ -287,9 +287,13 @@ def test_routed_rows_handed_out_at_run_time_decode_as_the_static_slices(model, p
     first, second = finer.decode(prompt, 4), finer.decode(prompt, 4)
     piecewise = Megakernel(model, plan=plan_for(model, "split-k", routed_pool_rows=16, pool_local_sum=False,
                                                 **options)).decode(prompt, 4)
-    assert same_rows.tokens == first.tokens == second.tokens == piecewise.tokens == static.tokens
-    for a, b, c, d, e in zip(same_rows.logits, static.logits, first.logits, second.logits, piecewise.logits):
-        assert torch.equal(a, b) and torch.equal(c, d) and torch.equal(c, e)
+    # and with the sum in one tile run by the last taker to finish (the "pool 32 sum tail" form): the same bits
+    tail = Megakernel(model, plan=plan_for(model, "split-k", routed_pool_rows=16, sum_rows=model.config.hidden_size,
+                                           **options), tuning=Tuning(tail_kinds=("SUM_FIXED_POINT",))).decode(prompt, 4)
+    assert same_rows.tokens == first.tokens == second.tokens == piecewise.tokens == tail.tokens == static.tokens
+    for a, b, c, d, e, f in zip(same_rows.logits, static.logits, first.logits, second.logits, piecewise.logits,
+                                tail.logits):
+        assert torch.equal(a, b) and torch.equal(c, d) and torch.equal(c, e) and torch.equal(c, f)
         assert cos(c, b) >= LOGITS_COS_MIN
 
 
