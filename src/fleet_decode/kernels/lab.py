@@ -285,7 +285,7 @@ def variant_named(name: str, known: dict[str, Variant]) -> Variant:
         if part in known:
             placement = known[part].placement or placement
             plan.update(known[part].plan)
-            tuning.update({k: v for k, v in asdict(known[part].tuning).items() if v != getattr(Tuning(), k)})
+            tuning.update(known[part].tuning.changes())
         elif eq and key in plan_fields:
             plan[key] = _setting(Plan, key, text.strip())
         elif eq and key in tuning_fields:

@@ -106,6 +106,11 @@ class Tuning:
     # tuning may change only the other fields between launches.
     BUILT = ("staged_kinds", "tail_kinds", "stage_ahead", "stage_yield")
 
+    def changes(self) -> dict:
+        """The fields that differ from Tuning()'s: what a variant of the lab or the trace sets."""
+        return {name: getattr(self, name) for name in self.__dataclass_fields__
+                if getattr(self, name) != getattr(Tuning(), name)}
+
     def built_fields(self) -> tuple:
         return tuple(getattr(self, name) for name in self.BUILT)
 
@@ -270,9 +275,7 @@ def default_tuning(plan: Plan, config) -> Tuning:
 def on_default_tuning(tuning: Tuning, plan: Plan, config) -> Tuning:
     """The fields of `tuning` that differ from Tuning()'s, set on the plan's default_tuning: how the lab and the
     trace read a variant's tuning, so that its default is the decode's."""
-    changed = {name: getattr(tuning, name) for name in Tuning.__dataclass_fields__
-               if getattr(tuning, name) != getattr(Tuning(), name)}
-    return replace(default_tuning(plan, config), **changed)
+    return replace(default_tuning(plan, config), **tuning.changes())
 
 
 class Megakernel:
